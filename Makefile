@@ -1,0 +1,34 @@
+# cnibench — see README.md. Everything that touches the network runs as root.
+GO       ?= go
+BIN      := bin/cnibench
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
+
+.PHONY: all build deps test test-unit vet run bench clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cnibench
+
+deps:
+	./scripts/install-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+# All tiers: pure, privileged (real namespaces; skipped when not root) and
+# end-to-end tests of the built binary.
+test: deps vet build
+	CNIBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
+
+# Pure tests only; needs neither root nor the Debian packages.
+test-unit:
+	$(GO) test -count=1 ./...
+
+# The main job: a lab comparison on this host with the built-in defaults.
+run: deps build
+	./$(BIN) run experiments/default.yaml
+
+clean:
+	rm -rf bin

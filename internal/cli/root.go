@@ -1,0 +1,63 @@
+// Package cli holds cnibench's cobra commands. Commands turn flags into option
+// structs and call into pkg/...; they hold no measurement or lab logic.
+//
+// Each command group lives in its own file and registers itself from init()
+// with register, so work on one group never touches another group's file.
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X github.com/cnibench/cnibench/internal/cli.Version=...".
+var Version = "dev"
+
+var commands []func() *cobra.Command
+
+// register adds a top-level command constructor. Called from init() in each
+// command file.
+func register(f func() *cobra.Command) { commands = append(commands, f) }
+
+// UsageError marks an error caused by the user's input; it exits with code 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// ExitCode maps an error returned by Run to a process exit code.
+func ExitCode(err error) int {
+	var u UsageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+// NewRoot builds the command tree. Exposed for tests of the CLI.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cnibench",
+		Short:         "Measure, compare and tune container network datapaths",
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{err} })
+	for _, f := range commands {
+		root.AddCommand(f())
+	}
+	return root
+}
+
+// Run executes cnibench with args (without the program name).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}

@@ -1,0 +1,21 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	register(func() *cobra.Command {
+		return &cobra.Command{
+			Use:   "version",
+			Short: "Print cnibench's version",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
+				return err
+			},
+		}
+	})
+}

@@ -1,0 +1,287 @@
+// Package result defines the one document every measurement produces, whether
+// it came from the built-in engine, a reference tool (qperf, iperf3, sockperf)
+// or a pod in a Kubernetes cluster. The store, the statistics and the reports
+// read only this type.
+//
+// Units are in the field names (…_ns, …_bps, …_pct, …_seconds) so a reader
+// cannot confuse a round trip with a one-way time, or bits with bytes.
+//
+// A value that could not be measured is a nil pointer (JSON null) with an
+// entry in Missing that says why. It is never 0: a zero is a measurement.
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// SchemaVersion names this version of the JSON document. Bump it on any
+// change a consumer could notice, and document the change in docs/json-schema.md.
+const SchemaVersion = "cnibench.result/v1"
+
+// Test names, in the qperf/netperf convention.
+const (
+	TCPLat = "tcp_lat" // TCP ping-pong on one connection, TCP_NODELAY (qperf tcp_lat, netperf TCP_RR)
+	UDPLat = "udp_lat" // UDP ping-pong with sequence numbers
+	TCPCRR = "tcp_crr" // connect, request, response, close per transaction (netperf TCP_CRR)
+	TCPBW  = "tcp_bw"  // TCP streaming
+	UDPBW  = "udp_bw"  // UDP streaming, counted by sequence number
+)
+
+// Tests lists every test name in report order.
+var Tests = []string{TCPLat, UDPLat, TCPCRR, TCPBW, UDPBW}
+
+// ValidTest reports whether name is a known test.
+func ValidTest(name string) bool {
+	for _, t := range Tests {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is one measurement of one test at one message size.
+type Result struct {
+	Schema       string    `json:"schema"`
+	Tool         Tool      `json:"tool"`
+	Test         string    `json:"test"`
+	MsgSizeBytes int       `json:"msg_size_bytes"`
+	Parallel     int       `json:"parallel"`
+	Server       string    `json:"server"` // address:port the client measured against
+	Start        time.Time `json:"start"`
+	// DurationSeconds is the measured interval, warmup excluded.
+	DurationSeconds float64 `json:"duration_seconds"`
+	WarmupSeconds   float64 `json:"warmup_seconds"`
+
+	Latency      *Latency      `json:"latency,omitempty"`
+	Transactions *Transactions `json:"transactions,omitempty"`
+	Throughput   *Throughput   `json:"throughput,omitempty"`
+	UDP          *UDP          `json:"udp,omitempty"`
+	TCP          *TCP          `json:"tcp,omitempty"`
+	CPU          *CPU          `json:"cpu,omitempty"`
+	// Streams holds each stream or connection of a --parallel run; the
+	// top-level figures are their sum (rates) or merge (latency).
+	Streams []Stream `json:"streams,omitempty"`
+	Env     Env      `json:"env"`
+
+	// Missing maps a dotted field path (e.g. "cpu.server.softirq_pct") to the
+	// reason it could not be measured.
+	Missing map[string]string `json:"missing,omitempty"`
+}
+
+// Tool says what produced the numbers.
+type Tool struct {
+	Name    string `json:"name"` // cnibench, qperf, iperf3, sockperf
+	Version string `json:"version"`
+	// Command is the command line a reference tool was run with, so a reader
+	// can reproduce it by hand.
+	Command []string `json:"command,omitempty"`
+}
+
+// Latency is a request/response time distribution.
+type Latency struct {
+	// RTTNs is the full request/response round trip.
+	RTTNs Dist `json:"rtt_ns"`
+	// OneWayNs is RTT/2, the convention qperf and sockperf print.
+	OneWayNs Dist `json:"one_way_ns"`
+	// CDF is the round-trip distribution as (percentile, ns) points, for charts.
+	CDF []CDFPoint `json:"cdf,omitempty"`
+}
+
+// Dist summarises a distribution. Percentile fields are nil when the tool
+// that produced the result does not report them.
+type Dist struct {
+	Count  int64    `json:"count"`
+	Min    *float64 `json:"min"`
+	Mean   *float64 `json:"mean"`
+	Stddev *float64 `json:"stddev"`
+	P50    *float64 `json:"p50"`
+	P90    *float64 `json:"p90"`
+	P99    *float64 `json:"p99"`
+	P999   *float64 `json:"p99_9"`
+	Max    *float64 `json:"max"`
+}
+
+// CDFPoint is one point of a cumulative distribution.
+type CDFPoint struct {
+	Percentile float64 `json:"percentile"`
+	Ns         float64 `json:"ns"`
+}
+
+// Transactions counts request/response exchanges (tcp_lat, udp_lat, tcp_crr).
+type Transactions struct {
+	Count  int64   `json:"count"`
+	PerSec float64 `json:"per_sec"`
+}
+
+// Throughput is a streaming rate seen by each side.
+type Throughput struct {
+	SenderBps     *float64 `json:"sender_bps"`
+	ReceiverBps   *float64 `json:"receiver_bps"`
+	SenderPps     *float64 `json:"sender_pps"`
+	ReceiverPps   *float64 `json:"receiver_pps"`
+	BytesSent     *int64   `json:"bytes_sent"`
+	BytesReceived *int64   `json:"bytes_received"`
+}
+
+// UDP is the receiver's accounting by sequence number, plus the kernel's
+// own drop counters in the receiver's network namespace.
+type UDP struct {
+	Sent       int64    `json:"sent"`
+	Received   int64    `json:"received"`
+	Lost       int64    `json:"lost"`
+	OutOfOrder int64    `json:"out_of_order"`
+	Duplicated int64    `json:"duplicated"`
+	LossPct    float64  `json:"loss_pct"`
+	JitterNs   *float64 `json:"jitter_ns"`
+	// Deltas of /proc/net/snmp Udp counters over the measured interval, in
+	// the receiver's namespace.
+	KernelRcvbufErrors *int64 `json:"kernel_rcvbuf_errors"`
+	KernelInErrors     *int64 `json:"kernel_in_errors"`
+}
+
+// TCP holds TCP_INFO figures.
+type TCP struct {
+	Retransmits *int64 `json:"retransmits"`
+}
+
+// CPU is what each side spent over the measured interval.
+type CPU struct {
+	Client *CPUSide `json:"client"`
+	Server *CPUSide `json:"server"`
+}
+
+// CPUSide is one side's process time, the host's CPU split from /proc/stat,
+// and derived costs.
+type CPUSide struct {
+	ProcessSeconds       *float64 `json:"process_seconds"` // user+sys of the process
+	ProcessUserSeconds   *float64 `json:"process_user_seconds"`
+	ProcessSystemSeconds *float64 `json:"process_system_seconds"`
+	// ProcessPct is process_seconds over wall time, 100 = one core busy.
+	ProcessPct *float64 `json:"process_pct"`
+	// Host-wide split of all CPUs over the interval (sums to ~100).
+	UserPct    *float64   `json:"user_pct"`
+	SystemPct  *float64   `json:"system_pct"`
+	SoftirqPct *float64   `json:"softirq_pct"`
+	IrqPct     *float64   `json:"irq_pct"`
+	IdlePct    *float64   `json:"idle_pct"`
+	IowaitPct  *float64   `json:"iowait_pct"`
+	StealPct   *float64   `json:"steal_pct"`
+	PerCPU     []CPUSplit `json:"per_cpu,omitempty"`
+	// Derived: process CPU per transaction, and per gigabyte moved.
+	UsPerTransaction *float64 `json:"us_per_transaction"`
+	SecondsPerGB     *float64 `json:"seconds_per_gb"`
+}
+
+// CPUSplit is one CPU's split over the interval, in percent.
+type CPUSplit struct {
+	CPU        int     `json:"cpu"`
+	UserPct    float64 `json:"user_pct"`
+	SystemPct  float64 `json:"system_pct"`
+	SoftirqPct float64 `json:"softirq_pct"`
+	IrqPct     float64 `json:"irq_pct"`
+	IdlePct    float64 `json:"idle_pct"`
+	IowaitPct  float64 `json:"iowait_pct"`
+	StealPct   float64 `json:"steal_pct"`
+}
+
+// Stream is one stream or connection of a --parallel run.
+type Stream struct {
+	ID           int           `json:"id"`
+	Throughput   *Throughput   `json:"throughput,omitempty"`
+	Transactions *Transactions `json:"transactions,omitempty"`
+	UDP          *UDP          `json:"udp,omitempty"`
+	Retransmits  *int64        `json:"retransmits,omitempty"`
+}
+
+// Env fingerprints where a result was taken, so runs from different hosts
+// and kernels can be compared in one report.
+type Env struct {
+	Client *Fingerprint `json:"client,omitempty"`
+	Server *Fingerprint `json:"server,omitempty"`
+}
+
+// Fingerprint describes one host. Empty strings mean "could not be read";
+// the reason is in Missing of the enclosing Result or in Notes.
+type Fingerprint struct {
+	Hostname   string            `json:"hostname"`
+	Kernel     string            `json:"kernel"`
+	Distro     string            `json:"distro"`
+	CPUModel   string            `json:"cpu_model"`
+	Cores      int               `json:"cores"`
+	Governor   string            `json:"governor"`
+	NICDrivers map[string]string `json:"nic_drivers,omitempty"`
+	Cnibench   string            `json:"cnibench_version"`
+	Notes      map[string]string `json:"notes,omitempty"`
+}
+
+// New returns a Result with the schema set.
+func New(tool Tool, test string, msgSize int) *Result {
+	return &Result{Schema: SchemaVersion, Tool: tool, Test: test, MsgSizeBytes: msgSize, Parallel: 1}
+}
+
+// SetMissing records why the value at path could not be measured.
+func (r *Result) SetMissing(path, reason string) {
+	if r.Missing == nil {
+		r.Missing = map[string]string{}
+	}
+	r.Missing[path] = reason
+}
+
+// MissingPaths returns the missing field paths in sorted order.
+func (r *Result) MissingPaths() []string {
+	p := make([]string, 0, len(r.Missing))
+	for k := range r.Missing {
+		p = append(p, k)
+	}
+	sort.Strings(p)
+	return p
+}
+
+// Decode parses a JSON result and checks its schema version.
+func Decode(b []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	if r.Schema != SchemaVersion {
+		return nil, fmt.Errorf("decode result: schema %q, this cnibench reads %q", r.Schema, SchemaVersion)
+	}
+	return &r, nil
+}
+
+// F returns a pointer to v, for filling optional fields.
+func F(v float64) *float64 { return &v }
+
+// I returns a pointer to v.
+func I(v int64) *int64 { return &v }
+
+// SetSchemaVersion names the document `cnibench client --json` prints.
+const SetSchemaVersion = "cnibench.results/v1"
+
+// Set is a list of results from one client invocation (several tests or
+// message sizes).
+type Set struct {
+	Schema  string    `json:"schema"`
+	Results []*Result `json:"results"`
+}
+
+// DecodeSet parses a Set and checks its schema versions.
+func DecodeSet(b []byte) (*Set, error) {
+	var s Set
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode result set: %w", err)
+	}
+	if s.Schema != SetSchemaVersion {
+		return nil, fmt.Errorf("decode result set: schema %q, this cnibench reads %q", s.Schema, SetSchemaVersion)
+	}
+	for i, r := range s.Results {
+		if r == nil || r.Schema != SchemaVersion {
+			return nil, fmt.Errorf("decode result set: result %d: schema is not %q", i, SchemaVersion)
+		}
+	}
+	return &s, nil
+}

@@ -1,0 +1,49 @@
+package result
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestMissingIsNullNotZero(t *testing.T) {
+	r := New(Tool{Name: "cnibench", Version: "t"}, TCPBW, 1024)
+	r.Throughput = &Throughput{SenderBps: F(1e9)}
+	r.SetMissing("throughput.receiver_bps", "server did not report")
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if !strings.Contains(s, `"receiver_bps":null`) {
+		t.Errorf("receiver_bps not null: %s", s)
+	}
+	if !strings.Contains(s, `"throughput.receiver_bps":"server did not report"`) {
+		t.Errorf("reason missing: %s", s)
+	}
+	back, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Throughput.ReceiverBps != nil {
+		t.Error("null decoded as a value")
+	}
+	if _, ok := PrimaryMetric(TCPBW).Get(back); ok {
+		t.Error("metric of a missing value reported ok")
+	}
+}
+
+func TestDecodeRejectsOtherSchema(t *testing.T) {
+	if _, err := Decode([]byte(`{"schema":"cnibench.result/v0"}`)); err == nil {
+		t.Fatal("accepted a foreign schema")
+	}
+}
+
+func TestPrimaryMetricUnits(t *testing.T) {
+	r := New(Tool{Name: "x"}, TCPLat, 1)
+	r.Latency = &Latency{OneWayNs: Dist{Count: 1, Mean: F(9500)}}
+	v, ok := PrimaryMetric(TCPLat).Get(r)
+	if !ok || v != 9.5 {
+		t.Fatalf("one-way mean = %v,%v; want 9.5 us", v, ok)
+	}
+}

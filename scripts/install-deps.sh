@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cnibench's tests, benchmarks and lab presets use.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+pkgs=(iproute2 nftables conntrack ethtool qperf iperf3 sockperf openvswitch-switch bpftool sqlite3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: need root to apt-get install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
