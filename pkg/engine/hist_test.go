@@ -21,7 +21,7 @@ func TestHistDist(t *testing.T) {
 	if *d.Mean != 500500 || *d.Min != 1000 || *d.Max != 1e6 {
 		t.Errorf("exact stats: mean %v min %v max %v", *d.Mean, *d.Min, *d.Max)
 	}
-	wantSD := math.Sqrt((1000*1000 - 1) / 12.0) * 1000 // discrete uniform
+	wantSD := math.Sqrt((1000*1000-1)/12.0) * 1000 // discrete uniform
 	if math.Abs(*d.Stddev-wantSD)/wantSD > 1e-6 {
 		t.Errorf("stddev %v, want %v", *d.Stddev, wantSD)
 	}
