@@ -128,7 +128,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		ss.abort()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	waited := make(chan struct{})
+	go func() { s.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		return errors.New("server: sessions did not end within 5s of shutdown")
+	}
 	return nil
 }
 
@@ -290,6 +296,7 @@ func (s *Server) control(fd int) {
 		return
 	}
 	ss := newSession(s, id, *m.Setup)
+	ss.ctl = c
 	s.mu.Lock()
 	s.sessions[id] = ss
 	s.mu.Unlock()
@@ -365,7 +372,8 @@ type session struct {
 	srv   *Server
 	id    uint32
 	setup Setup
-	resp  []byte // tcp_crr response
+	resp  []byte   // tcp_crr response
+	ctl   net.Conn // closed by abort, so a server shutdown ends the session at once
 
 	mu      sync.Mutex
 	fds     map[int]int // stream -> fd
@@ -488,6 +496,9 @@ func (ss *session) abort() {
 		}
 	}
 	ss.mu.Unlock()
+	if ss.srv.closed.Load() && ss.ctl != nil {
+		_ = ss.ctl.Close()
+	}
 }
 
 func (ss *session) wait() {
