@@ -185,6 +185,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 	// The loops allocate nothing; a collection during the measured interval
 	// would only add noise.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer reserveProcs(len(streams))()
 	var phase atomic.Int32
 	var wg sync.WaitGroup
 	started := make(chan struct{}, len(streams))

@@ -33,7 +33,7 @@ func runLoop(o *ClientOptions, ip net.IP, session uint32, i int, s *stream, phas
 // run is stopping. It returns false (and no error) when stopped midway.
 func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	for off := 0; off < len(b); {
-		n, err := unix.Read(fd, b[off:])
+		n, err := sysRead(fd, b[off:])
 		if err != nil {
 			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
 				continue
@@ -53,7 +53,7 @@ func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 
 func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	for off := 0; off < len(b); {
-		n, err := unix.Write(fd, b[off:])
+		n, err := sysWrite(fd, b[off:])
 		if err != nil {
 			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
 				continue
@@ -122,7 +122,7 @@ func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 		seq++
 		putSeq(out, seq)
 		t0 := nanotime()
-		if _, err := unix.Write(fd, out); err != nil {
+		if _, err := sysWrite(fd, out); err != nil {
 			if err == unix.ECONNREFUSED || err == unix.EINTR || isTimeout(err) {
 				continue // an ICMP error from an earlier datagram; not ours to count
 			}
@@ -132,7 +132,7 @@ func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 			s.sent++
 		}
 		for {
-			n, err := unix.Read(fd, in)
+			n, err := sysRead(fd, in)
 			if err != nil {
 				if err == unix.EINTR || err == unix.ECONNREFUSED {
 					continue

@@ -381,9 +381,10 @@ type session struct {
 	wg      sync.WaitGroup
 	stop    atomic.Bool
 
-	bytes    []atomic.Int64 // per stream, bytes received (sinks)
-	lastRecv atomic.Int64   // nanotime of the last udp_bw datagram
-	trackers []*seqTracker  // per stream, owned by its loop until wg.Wait
+	bytes     []atomic.Int64 // per stream, bytes received (sinks)
+	lastRecv  atomic.Int64   // nanotime of the last measured udp_bw datagram
+	firstRecv atomic.Int64   // nanotime of the first one
+	trackers  []*seqTracker  // per stream, owned by its loop until wg.Wait
 }
 
 func newSession(s *Server, id uint32, st Setup) *session {
@@ -463,6 +464,7 @@ func (ss *session) attachUDP(i int, from unix.Sockaddr) {
 
 func (ss *session) runTCP(i, fd int) {
 	defer ss.wg.Done()
+	defer reserveProcs(1)()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if ss.setup.Test == result.TCPLat {
@@ -474,6 +476,7 @@ func (ss *session) runTCP(i, fd int) {
 
 func (ss *session) runUDP(i, fd int) {
 	defer ss.wg.Done()
+	defer reserveProcs(1)()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if ss.setup.Test == result.UDPLat {
@@ -482,7 +485,7 @@ func (ss *session) runUDP(i, fd int) {
 	}
 	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS)
 	ss.trackers[i] = t
-	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.lastRecv, &ss.stop)
+	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, &ss.stop)
 }
 
 // abort ends the session's loops and closes its sockets. Idempotent.
@@ -561,11 +564,26 @@ func (ss *session) finish(a serverSnap, udpSent []int64) *Report {
 	rep := &Report{Seconds: float64(b.cpu.wall-a.cpu.wall) / 1e9, Missing: map[string]string{}}
 	var txns, moved int64
 	switch ss.setup.Test {
-	case result.TCPBW, result.UDPBW:
+	case result.TCPBW:
 		rep.BytesReceived = make([]int64, len(b.bytes))
 		for i := range b.bytes {
 			rep.BytesReceived[i] = b.bytes[i] - a.bytes[i]
 			moved += rep.BytesReceived[i]
+		}
+	case result.UDPBW:
+		// Only measured datagrams are counted, whenever the start mark was
+		// read; the receiver's interval runs from the first to the last of
+		// them (the stop snapshot came after a drain wait).
+		rep.BytesReceived = b.bytes
+		for _, n := range b.bytes {
+			moved += n
+		}
+		if f, l := ss.firstRecv.Load(), ss.lastRecv.Load(); f > 0 && l > f {
+			rep.Seconds = float64(l-f) / 1e9
+		} else {
+			rep.Seconds = 0
+			rep.Missing["throughput.receiver_bps"] = "fewer than two measured datagrams arrived"
+			rep.Missing["throughput.receiver_pps"] = "fewer than two measured datagrams arrived"
 		}
 	}
 	if ss.setup.Test == result.UDPBW {
@@ -620,7 +638,7 @@ func echoTCP(fd, size int, stop *atomic.Bool) {
 	buf := make([]byte, size)
 	off := 0
 	for {
-		n, err := unix.Read(fd, buf[off:])
+		n, err := sysRead(fd, buf[off:])
 		if err != nil {
 			if (isTimeout(err) || err == unix.EINTR) && !stop.Load() {
 				continue
@@ -635,8 +653,12 @@ func echoTCP(fd, size int, stop *atomic.Bool) {
 			continue
 		}
 		off = 0
-		if writeFull(fd, buf) != nil {
-			return
+		for w := 0; w < size; {
+			n, err := sysWrite(fd, buf[w:])
+			if err != nil && err != unix.EINTR && !(isTimeout(err) && !stop.Load()) {
+				return
+			}
+			w += max(n, 0)
 		}
 	}
 }
@@ -661,7 +683,7 @@ func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
 func echoUDP(fd int, stop *atomic.Bool) {
 	buf := make([]byte, 65536)
 	for {
-		n, err := unix.Read(fd, buf)
+		n, err := sysRead(fd, buf)
 		if err != nil {
 			if (isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED) && !stop.Load() {
 				continue
@@ -671,11 +693,13 @@ func echoUDP(fd int, stop *atomic.Bool) {
 		if stop.Load() { // after shutdown a read returns 0 bytes forever
 			return
 		}
-		_, _ = unix.Write(fd, buf[:n])
+		if n > 0 {
+			_, _ = sysWrite(fd, buf[:n])
+		}
 	}
 }
 
-func sinkUDP(fd, size int, t *seqTracker, bytes, last *atomic.Int64, stop *atomic.Bool) {
+func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop *atomic.Bool) {
 	b := newBatch(64, max(size, udpHelloLen))
 	for {
 		n, err := recvmmsg(fd, b)
@@ -710,6 +734,7 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, last *atomic.Int64, stop *atomi
 		if got > 0 {
 			bytes.Add(got)
 			last.Store(now)
+			first.CompareAndSwap(0, now)
 		}
 	}
 }

@@ -300,21 +300,34 @@ func TestVethUDPLossInjected(t *testing.T) {
 	}
 }
 
-// TestVethUDPKernelDrops stops the server process for 300 ms in the middle
-// of an unlimited 64 B stream, so its socket buffer overflows: every datagram
+// TestVethUDPKernelDrops keeps stopping the server process during an
+// unlimited 64 B stream, so its socket buffer overflows: every datagram
 // the receiver's sequence accounting calls lost must be one the kernel
 // counted as a UDP receive error in the server's namespace.
 func TestVethUDPKernelDrops(t *testing.T) {
 	p := testns.NewPair(t)
 	srv := serveIn(t, p.A, p.AIP.String()+":7420")
+	// Stop the server 150 ms in every 400 ms while the client runs, so some
+	// stops fall in the measured interval however slowly the client starts.
+	done := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
-		time.Sleep(900 * time.Millisecond)
-		_ = srv.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(300 * time.Millisecond)
-		_ = srv.Process.Signal(syscall.SIGCONT)
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			_ = srv.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(150 * time.Millisecond)
+			_ = srv.Process.Signal(syscall.SIGCONT)
+		}
 	}()
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
 		"--duration", "1500ms", "--warmup", "200ms", "--json")
+	close(done)
+	<-stopped
 	if err != nil {
 		t.Fatalf("%v: %s", err, errs)
 	}
@@ -323,7 +336,7 @@ func TestVethUDPKernelDrops(t *testing.T) {
 	t.Logf("sent %d received %d lost %d (%.2f%%), kernel RcvbufErrors %d InErrors %d",
 		u.Sent, u.Received, u.Lost, u.LossPct, *u.KernelRcvbufErrors, *u.KernelInErrors)
 	if u.Lost == 0 {
-		t.Fatal("no loss although the receiver was stopped for 300 ms")
+		t.Fatal("no loss although the receiver kept being stopped")
 	}
 	if u.Lost != *u.KernelInErrors {
 		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace", u.Lost, *u.KernelInErrors)
