@@ -199,12 +199,16 @@ func printTable(w io.Writer, set *result.Set) error {
 			}
 			return "-"
 		}
+		oneWay := m("one_way_mean_us", 2)
+		if r.Test == result.TCPCRR { // RTT/2 of connect..close means nothing
+			oneWay = "-"
+		}
 		retr := "-"
 		if r.TCP != nil && r.TCP.Retransmits != nil {
 			retr = fmt.Sprint(*r.TCP.Retransmits)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Test, sizeString(r.MsgSizeBytes), r.Parallel,
-			m("one_way_mean_us", 2), m("rtt_p50_us", 2), m("rtt_p99_us", 2), m("transactions_per_sec", 0),
+			oneWay, m("rtt_p50_us", 2), m("rtt_p99_us", 2), m("transactions_per_sec", 0),
 			m("sender_mbps", 1), m("receiver_mbps", 1), m("receiver_kpps", 1), m("udp_loss_pct", 3), retr,
 			m("client_cpu_pct", 1), m("server_cpu_pct", 1))
 	}
