@@ -270,13 +270,20 @@ func labDownCmd() *cobra.Command {
 }
 
 func labCleanCmd() *cobra.Command {
-	return &cobra.Command{
+	var id string
+	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove every lab and every cnb-* object a killed run left behind",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
-			removed, err := lab.Clean(cmd.Context())
+			var removed []string
+			var err error
+			if id != "" {
+				removed, err = lab.CleanID(cmd.Context(), id)
+			} else {
+				removed, err = lab.Clean(cmd.Context())
+			}
 			for _, r := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", r)
 			}
@@ -284,4 +291,6 @@ func labCleanCmd() *cobra.Command {
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&id, "id", "", "only the objects of this run id (cnb-<id>-…)")
+	return cmd
 }

@@ -57,15 +57,15 @@ type Spec struct {
 	// PodsPerNode counts every pod on a node, client and server included.
 	PodsPerNode int `json:"pods_per_node"`
 
-	MTU         int         `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
-	UnderlayMTU int         `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
-	Offloads    []Offload   `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
-	Conntrack   bool        `json:"conntrack,omitempty"`    // stateful nftables rule on the path
+	MTU         int          `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
+	UnderlayMTU int          `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
+	Offloads    []Offload    `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
+	Conntrack   bool         `json:"conntrack,omitempty"`    // stateful nftables rule on the path
 	Notrack     []*net.IPNet `json:"-"`                      // nftables notrack for these destinations
-	NotrackText string      `json:"notrack,omitempty"`
-	Services    int         `json:"services,omitempty"`  // N DNAT service VIPs on the client's side
-	RmemMax     int64       `json:"rmem_max,omitempty"`  // net.core.rmem_max while the lab is up
-	WmemMax     int64       `json:"wmem_max,omitempty"`  // net.core.wmem_max while the lab is up
+	NotrackText string       `json:"notrack,omitempty"`
+	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
+	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
+	WmemMax     int64        `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
 
 	// set records the knobs given by the user, for Knobs().
 	set map[string]string

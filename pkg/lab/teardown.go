@@ -80,6 +80,15 @@ func Clean(ctx context.Context) ([]string, error) {
 	return clean(ctx, func(string) bool { return true }, true)
 }
 
+// CleanID is Clean restricted to the objects of one run id (the 4
+// characters after "cnb-"): labs, namespaces, links, bridges and tables.
+func CleanID(ctx context.Context, id string) ([]string, error) {
+	if !runid.Valid(id) {
+		return nil, fmt.Errorf("run id %q: want 4 characters [a-z0-9], as in cnb-<id>-…", id)
+	}
+	return clean(ctx, func(x string) bool { return x == id }, false)
+}
+
 // clean is Clean restricted to run ids for which match is true; tests use it
 // so they never remove what a parallel test created.
 func clean(ctx context.Context, match func(id string) bool, all bool) ([]string, error) {

@@ -19,6 +19,9 @@ type UpOptions struct {
 	Log  io.Writer // progress lines; nil = silent
 }
 
+// newID makes run ids; a variable so tests can know the id of a failing Up.
+var newID = runid.New
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // Up builds the topology described by s. The state file is written before
@@ -35,7 +38,7 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("lab up: needs root (network namespaces and netlink); run with sudo")
 	}
-	id := runid.New()
+	id := newID()
 	name := o.Name
 	if name == "" {
 		name = s.Topology + "-" + id
