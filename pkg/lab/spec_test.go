@@ -164,3 +164,14 @@ func TestLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestEndpointOrder(t *testing.T) {
+	l := &Lab{Endpoints: map[string]Endpoint{}}
+	for _, n := range []string{"pod1-10", "server", "pod1-2", "node2", "client", "pod2-1", "node1"} {
+		l.Endpoints[n] = Endpoint{Name: n}
+	}
+	got := strings.Join(l.EndpointNames(), " ")
+	if want := "client server node1 node2 pod1-2 pod1-10 pod2-1"; got != want {
+		t.Errorf("order %q, want %q", got, want)
+	}
+}

@@ -183,13 +183,21 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 			}
 		}
 	}
-	// Reservation files of an `up` killed before its first state write.
+	// Reservation files of an `up` killed before its first state write,
+	// and (full clean only) state files too corrupt to read.
 	if ents, err := os.ReadDir(StateDir); err == nil {
 		for _, e := range ents {
 			p := filepath.Join(StateDir, e.Name())
 			n := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
-			if fi, err := e.Info(); err == nil && (strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0) {
-				if l, err := Get(n); (err == nil && !match(l.ID)) || (err != nil && !all) {
+			l, gerr := Get(n)
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			stray := strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0
+			corrupt := gerr != nil && !errors.Is(gerr, ErrNoLab) // unreadable: no Down possible
+			if stray || (corrupt && all) {
+				if (gerr == nil && !match(l.ID)) || (gerr != nil && !all) {
 					continue
 				}
 				if err := os.Remove(p); err == nil {
