@@ -134,8 +134,10 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	return r, nil
 }
 
-// fillProcessCPU stores a side's rusage when the tool did not report that
-// side's process CPU, and removes the matching Missing entries.
+// fillProcessCPU stores a side's rusage (user+sys seconds) when the tool did
+// not report that side's process seconds, derives the percentage and the
+// per-transaction and per-GB costs where the tool gave none, and removes the
+// matching Missing entries.
 func fillProcessCPU(r *result.Result, side string, ps *os.ProcessState, wall float64) {
 	if ps == nil {
 		return
@@ -155,20 +157,20 @@ func fillProcessCPU(r *result.Result, side string, ps *os.ProcessState, wall flo
 		*c = &result.CPUSide{}
 	}
 	s := *c
-	if s.ProcessSeconds != nil || s.ProcessPct != nil {
+	if s.ProcessSeconds != nil {
 		return // the tool measured it
 	}
 	user := tvSeconds(ru.Utime)
 	sys := tvSeconds(ru.Stime)
 	total := user + sys
 	s.ProcessUserSeconds, s.ProcessSystemSeconds, s.ProcessSeconds = result.F(user), result.F(sys), result.F(total)
-	if wall > 0 {
+	if s.ProcessPct == nil && wall > 0 { // a tool's own percentage (iperf3) is kept
 		s.ProcessPct = result.F(100 * total / wall)
 	}
-	if r.Transactions != nil && r.Transactions.Count > 0 {
+	if s.UsPerTransaction == nil && r.Transactions != nil && r.Transactions.Count > 0 {
 		s.UsPerTransaction = result.F(total * 1e6 / float64(r.Transactions.Count))
 	}
-	if r.Throughput != nil {
+	if s.SecondsPerGB == nil && r.Throughput != nil {
 		b := r.Throughput.BytesSent
 		if side == "server" {
 			b = r.Throughput.BytesReceived
