@@ -568,3 +568,35 @@ func TestPresetsEngineTraffic(t *testing.T) {
 		})
 	}
 }
+
+// TestLabsCoexist: two labs with the same addresses run side by side,
+// because every address lives inside the lab's own namespaces.
+func TestLabsCoexist(t *testing.T) {
+	testns.NeedRoot(t)
+	ctx := context.Background()
+	var labs []*Lab
+	for i := 0; i < 2; i++ {
+		s, _ := Preset("vxlan")
+		l, err := Up(ctx, s, UpOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		labs = append(labs, l)
+		defer func() {
+			if err := l.Down(ctx); err != nil {
+				t.Error(err)
+			}
+			assertClean(t, l.ID)
+		}()
+	}
+	for i, l := range labs {
+		c, _ := l.Endpoint("client")
+		srv, _ := l.Endpoint("server")
+		if srv.IP != labs[0].Endpoints["server"].IP {
+			t.Fatalf("labs differ in addresses; the test wants them equal")
+		}
+		addr := net.JoinHostPort(srv.IP, fmt.Sprint(17450+i))
+		echoTCP(t, srv.Netns, addr)
+		roundTrip(t, c.Netns, addr, 4096)
+	}
+}
