@@ -228,8 +228,11 @@ func TestPresets(t *testing.T) {
 // including through a service VIP.
 func TestKnobs(t *testing.T) {
 	testns.NeedRoot(t)
-	for _, topo := range []string{"vxlan", "veth"} {
+	for _, topo := range []string{"vxlan", "native", "veth", "bridge", "macvlan", "ovs-netdev"} {
 		t.Run(topo, func(t *testing.T) {
+			if strings.HasPrefix(topo, "ovs") {
+				needOVS(t)
+			}
 			s, _ := Preset(topo)
 			for k, v := range map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
 				"offloads": "gro=off,tso=off", "mtu": "1400"} {

@@ -140,6 +140,20 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 					}
 				}
 			}
+			// cnb-* ports someone added to a bridge that is not ours.
+			ports, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "--format=csv", "--no-headings", "--columns=name", "find", "Port")
+			if err == nil {
+				for _, pt := range strings.Fields(ports) {
+					pt = strings.Trim(pt, `"`)
+					if ours(pt) {
+						if err := vsctl(ctx, "--if-exists", "del-port", pt); err != nil {
+							errs = append(errs, err)
+						} else {
+							removed = append(removed, "ovs port "+pt)
+						}
+					}
+				}
+			}
 		}
 	}
 	nss, err := netns.List(runid.Prefix)
