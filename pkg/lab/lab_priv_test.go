@@ -603,3 +603,55 @@ func TestLabsCoexist(t *testing.T) {
 		roundTrip(t, c.Netns, addr, 4096)
 	}
 }
+
+// TestOVSSockBuf: OVS's packet sockets on the lab's ports get the asked
+// buffer size, and the host's socket defaults are back afterwards.
+func TestOVSSockBuf(t *testing.T) {
+	testns.NeedRoot(t)
+	needOVS(t)
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Skip("needs ss (iproute2) to read socket buffers")
+	}
+	before, _ := readSysctl("net/core/rmem_default")
+	s, _ := Preset("ovs-netdev")
+	if err := s.Set("ovs_sock_buf", "33554432"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+		assertClean(t, l.ID)
+	}()
+	if now, _ := readSysctl("net/core/rmem_default"); now != before {
+		t.Errorf("host rmem_default %s while the lab is up, want %s back", now, before)
+	}
+	if len(l.Sysctls) != 0 {
+		t.Errorf("journal still holds %v", l.Sysctls)
+	}
+	out, err := exec.Command("ss", "-0", "-m", "-n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each packet socket is two lines: the socket, then its skmem.
+	lines := strings.Split(string(out), "\n")
+	found := 0
+	for i, ln := range lines {
+		for _, port := range l.HostLinks {
+			if strings.Contains(ln, ":"+port+" ") && i+1 < len(lines) {
+				if !strings.Contains(lines[i+1]+ln, "rb33554432") {
+					t.Errorf("socket on %s: %s %s", port, ln, lines[i+1])
+				}
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("found %d OVS packet sockets on the lab's ports, want 2:\n%s", found, out)
+	}
+}

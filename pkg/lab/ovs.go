@@ -138,6 +138,25 @@ func stopHostOVS(ctx context.Context) error {
 // buildOVSNetdev is the Open vSwitch userspace UDP tuning document's setup:
 // two namespaces on one datapath_type=netdev bridge.
 func (b *builder) buildOVSNetdev(ctx context.Context) error {
+	if b.s.OVSSockBuf > 0 {
+		// OVS 3.1 has no userspace-sock-buf-size: its packet sockets take
+		// the host's rmem_default/wmem_default when a port is added (and
+		// the shared send socket when ovs-vswitchd starts). Raise the
+		// defaults only for that window, journaled, then put them back.
+		n := len(b.l.Sysctls)
+		v := strconv.FormatInt(b.s.OVSSockBuf, 10)
+		for _, k := range []string{"net/core/rmem_default", "net/core/wmem_default"} {
+			if err := b.hostSysctl(k, v); err != nil {
+				return err
+			}
+		}
+		defer func() {
+			if err := restoreSysctls(b.l.Sysctls[n:]); err == nil {
+				b.l.Sysctls = b.l.Sysctls[:n]
+				_ = b.l.save()
+			}
+		}()
+	}
 	if err := b.ensureHostOVS(ctx); err != nil {
 		return err
 	}
