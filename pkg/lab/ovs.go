@@ -281,10 +281,35 @@ func stopPrivOVS(dir string) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// A daemon that had not written its pid file yet (a killed `up`) is
+	// found by its command line, which names its private run directory.
+	for _, pid := range pidsMentioning(dir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// pidsMentioning lists live processes whose command line contains s.
+func pidsMentioning(s string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) && procAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // buildOVSNetdevGeneve: per node, a private OVS with an integration bridge
