@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -435,6 +436,9 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 	for _, when := range []string{"midway", "after"} {
 		t.Run(when, func(t *testing.T) {
 			name := "killed-" + runid.New()
+			// A different moment each run: after 1..100 of its 102 namespaces.
+			killAt := 1 + rand.IntN(100)
+			t.Logf("killing after %d namespaces", killAt)
 			cmd := exec.Command(bin, "lab", "up", topo, "--name", name, "-q")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
@@ -447,7 +451,7 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 				if l, err := Get(name); err == nil {
 					id = l.ID
 					if when == "midway" {
-						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= 10 {
+						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= killAt {
 							break
 						}
 					} else if l.Complete {
