@@ -42,18 +42,6 @@ var (
 // the CPU spent on the test). ProcessPct divides by the client's wall time,
 // the interval both sides were busy.
 func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string) (*result.Result, error) {
-	return measure(ctx, d, spec, serverNS, clientNS, true)
-}
-
-// RunClient is Measure for a server that is already running (started by
-// someone else, e.g. a Kubernetes pod or a long-lived `qperf`): it runs only
-// the client in clientNS, with the same deadline, process-group kill and
-// CPU accounting. The server's CPU is then left to the tool's own report.
-func RunClient(ctx context.Context, d Driver, spec Spec, clientNS string) (*result.Result, error) {
-	return measure(ctx, d, spec, "", clientNS, false)
-}
-
-func measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string, startServer bool) (*result.Result, error) {
 	name := d.Name()
 	if err := d.Supports(spec.Test); err != nil {
 		return nil, err
@@ -66,7 +54,7 @@ func measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 			spec.Port = p.DefaultPort()
 		}
 	}
-	if spec.Port == 0 && startServer {
+	if spec.Port == 0 {
 		return nil, fmt.Errorf("%s: no port given and the driver has no default port", name)
 	}
 	srvArgv, err := d.ServerCommand(spec)
@@ -78,26 +66,21 @@ func measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, err
 	}
 
-	var srv *process
-	srvTail := func() string { return "" }
-	stopServer := func() {}
-	if startServer {
-		srv, err = startProcess(nil, serverNS, srvArgv, nil)
-		if err != nil {
-			return nil, fmt.Errorf("start %s server in netns %q: %w", name, serverNS, err)
+	srv, err := startProcess(nil, serverNS, srvArgv, nil)
+	if err != nil {
+		return nil, fmt.Errorf("start %s server in netns %q: %w", name, serverNS, err)
+	}
+	stopped := false
+	stopServer := func() {
+		if !stopped {
+			stopped = true
+			srv.stop()
 		}
-		srvTail = srv.stderr.String
-		stopped := false
-		stopServer = func() {
-			if !stopped {
-				stopped = true
-				srv.stop()
-			}
-		}
-		defer stopServer()
-		if err := srv.waitListening(ctx, spec.Port, ReadyTimeout); err != nil {
-			return nil, fmt.Errorf("%s server (%s): %w", name, strings.Join(srvArgv, " "), err)
-		}
+	}
+	defer stopServer()
+
+	if err := srv.waitListening(ctx, spec.Port, ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("%s server (%s): %w", name, strings.Join(srvArgv, " "), err)
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, spec.Duration+spec.Warmup+ClientMargin)
@@ -115,18 +98,18 @@ func measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	}
 	if cctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("%s client did not finish within %s (killed): %s", name,
-			spec.Duration+spec.Warmup+ClientMargin, tailLine(cli.stderr.String(), srvTail()))
+			spec.Duration+spec.Warmup+ClientMargin, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
 	r, perr := d.Parse(spec, stdout.Bytes())
 	if cli.waitErr != nil {
 		// The tool's own message (e.g. iperf3's JSON "error") beats an exit status.
 		if perr != nil {
-			return nil, fmt.Errorf("%s client failed (%v): %v; stderr: %s", name, cli.waitErr, perr, tailLine(cli.stderr.String(), srvTail()))
+			return nil, fmt.Errorf("%s client failed (%v): %v; stderr: %s", name, cli.waitErr, perr, tailLine(cli.stderr.String(), srv.stderr.String()))
 		}
-		return nil, fmt.Errorf("%s client failed (%v): %s", name, cli.waitErr, tailLine(cli.stderr.String(), srvTail()))
+		return nil, fmt.Errorf("%s client failed (%v): %s", name, cli.waitErr, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
 	if perr != nil {
-		return nil, fmt.Errorf("%s: %w; stderr: %s", name, perr, tailLine(cli.stderr.String(), srvTail()))
+		return nil, fmt.Errorf("%s: %w; stderr: %s", name, perr, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
 
 	if r.Tool.Name == "" {
@@ -147,9 +130,7 @@ func measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	}
 	wall := cli.ended.Sub(cli.started).Seconds()
 	fillProcessCPU(r, "client", cli.cmd.ProcessState, wall)
-	if srv != nil {
-		fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
-	}
+	fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
 	return r, nil
 }
 

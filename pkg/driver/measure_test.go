@@ -245,25 +245,6 @@ func TestMeasureProcessHygiene(t *testing.T) {
 	})
 }
 
-func TestRunClient(t *testing.T) {
-	setTimeouts(t)
-	spec := Spec{Server: "127.0.0.1", Port: freePort(t), Test: "tcp_lat", MsgSize: 1, Duration: time.Second}
-	r, err := RunClient(context.Background(), fakeDriver{"listen", "client-ok"}, spec, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Transactions.Count != 1000 || r.CPU.Client.ProcessSeconds == nil || r.CPU.Server != nil {
-		t.Fatalf("result %+v cpu %+v", r.Transactions, r.CPU)
-	}
-	if p := serverPids(t, spec.Port); len(p) > 0 {
-		t.Fatalf("RunClient started a server: %v", p)
-	}
-	_, err = RunClient(context.Background(), fakeDriver{"listen", "client-fail"}, spec, "")
-	if err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Fatalf("err = %v", err)
-	}
-}
-
 func TestParseProcNetBound(t *testing.T) {
 	tcp := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 00000000:4D35 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
