@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
 )
 
@@ -45,9 +45,12 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 		}
 		p.tests = append(p.tests, t)
 	}
-	var err error
-	if p.sizes, err = engine.ParseSizes(f.sizes); err != nil {
-		return nil, fmt.Errorf("--msg-size: %w", err)
+	for _, sz := range strings.Split(f.sizes, ",") {
+		n, err := units.ParseSize(sz)
+		if err != nil {
+			return nil, fmt.Errorf("--msg-size: %w", err)
+		}
+		p.sizes = append(p.sizes, n)
 	}
 	for _, t := range p.tests {
 		for _, size := range p.sizes {
@@ -69,8 +72,12 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 		return nil, fmt.Errorf("--port %d: must be 1-65535", f.port)
 	}
 	if f.rate != "" {
-		if p.rate, err = engine.ParseRate(f.rate); err != nil {
+		var err error
+		if p.rate, err = units.ParseRate(f.rate); err != nil {
 			return nil, fmt.Errorf("--rate: %w", err)
+		}
+		if math.IsNaN(p.rate) || math.IsInf(p.rate, 0) {
+			return nil, fmt.Errorf("--rate %q: want bits per second like 100M or 2G", f.rate)
 		}
 	}
 	return p, nil
@@ -145,7 +152,8 @@ func runOne(ctx context.Context, f *clientFlags, p *clientPlan, test string, siz
 }
 
 // runDriver measures through a reference tool: build its client command,
-// run it here, and parse what it prints.
+// run it here (driver.MeasureClient: deadline, parse, client CPU), and
+// return its result. The tool's server must already run on --server.
 func runDriver(ctx context.Context, f *clientFlags, test string, size int, rate float64) (*result.Result, error) {
 	d, err := driver.Lookup(f.engine)
 	if err != nil {
@@ -154,35 +162,15 @@ func runDriver(ctx context.Context, f *clientFlags, test string, size int, rate 
 	if err := d.Supports(test); err != nil {
 		return nil, UsageError{err}
 	}
-	if err := d.Installed(); err != nil {
-		return nil, err
-	}
 	port := 0
 	if f.port != engine.DefaultPort {
 		port = f.port // the default belongs to cnibench; reference tools keep theirs
 	}
 	spec := driver.Spec{Server: f.server, Port: port, Test: test, MsgSize: size, Duration: f.duration,
 		Warmup: f.warmup, Parallel: f.parallel, RateBps: rate}
-	argv, err := d.ClientCommand(spec)
+	r, err := driver.MeasureClient(ctx, d, spec, "")
 	if err != nil {
-		return nil, UsageError{err}
-	}
-	// A reference tool that hangs must not hang us: allow the test plus a margin.
-	ctx, cancel := context.WithTimeout(ctx, f.duration+f.warmup+30*time.Second)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Stdout, c.Stderr = &stdout, &stderr
-	if err := c.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.IndexByte(msg, '\n'); i >= 0 {
-			msg = msg[:i]
-		}
-		return nil, fmt.Errorf("%s %s %dB: %s: %v %s", f.engine, test, size, strings.Join(argv, " "), err, msg)
-	}
-	r, err := d.Parse(spec, stdout.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("%s %s %dB: parse output: %w", f.engine, test, size, err)
+		return nil, fmt.Errorf("%s %s %dB: %w", f.engine, test, size, err)
 	}
 	return r, nil
 }

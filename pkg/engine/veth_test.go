@@ -157,7 +157,7 @@ func TestVethClientErrors(t *testing.T) {
 		{[]string{"--server", "10.201.0.99", "--duration", "1s"}, "connect to 10.201.0.99:7420"},
 		{[]string{"--server", p.AIP.String(), "--port", "7999"}, "connection refused"},
 		{[]string{"--server", p.AIP.String(), "--test", "tcp_rr"}, "unknown test"},
-		{[]string{"--server", p.AIP.String(), "--msg-size", "1Q"}, "bad message size"},
+		{[]string{"--server", p.AIP.String(), "--msg-size", "1Q"}, "bad size"},
 		{[]string{"--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64", "--rate", "fast"}, "bad rate"},
 		{[]string{"--server", p.AIP.String(), "--duration", "0s"}, "--duration"},
 		{[]string{"--server", p.AIP.String(), "--engine", "nosuchtool"}, `unknown engine "nosuchtool"`},
