@@ -106,6 +106,29 @@ type stream struct {
 	retrans [2]int64
 }
 
+var (
+	gcMu     sync.Mutex
+	gcPaused int
+	gcSaved  int
+)
+
+// pauseGC turns the collector off until the last concurrent Run ends.
+func pauseGC() func() {
+	gcMu.Lock()
+	if gcPaused == 0 {
+		gcSaved = debug.SetGCPercent(-1)
+	}
+	gcPaused++
+	gcMu.Unlock()
+	return func() {
+		gcMu.Lock()
+		if gcPaused--; gcPaused == 0 {
+			debug.SetGCPercent(gcSaved)
+		}
+		gcMu.Unlock()
+	}
+}
+
 // Run measures one test and returns its result. Errors name what failed and
 // what to do; a failed run leaves no socket behind.
 func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
@@ -184,7 +207,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 
 	// The loops allocate nothing; a collection during the measured interval
 	// would only add noise.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer pauseGC()()
 	defer reserveProcs(len(streams))()
 	var phase atomic.Int32
 	var wg sync.WaitGroup
