@@ -12,6 +12,10 @@ set -euo pipefail
 BIN=${CNIBENCH_BIN:-$(pwd)/bin/cnibench}
 DUR=${DUR:-3}          # seconds per measurement
 ROUNDS=${ROUNDS:-3}    # alternations per tool
+# Every tool, server and client alike, runs at this nice level: on a shared
+# VM it keeps other jobs' CPU bursts from landing in one tool's round more
+# than another's. NICE=0 measures without it.
+NICE=${NICE:--15}
 [ "$(id -u)" = 0 ] || { echo "bench-engine: needs root (network namespaces)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-engine: $BIN not built; run make build" >&2; exit 1; }
 for t in sockperf qperf iperf3 jq; do
@@ -37,8 +41,8 @@ ip -n "$S" addr add $SIP/24 dev "cnb-$id-s"; ip -n "$C" addr add $CIP/24 dev "cn
 for n in "$S" "$C"; do ip -n "$n" link set lo up; done
 ip -n "$S" link set "cnb-$id-s" up; ip -n "$C" link set "cnb-$id-c" up
 
-srv() { ip netns exec "$S" "$@" >/dev/null 2>&1 & pids+=($!); }
-cli() { ip netns exec "$C" "$@"; }
+srv() { nice -n "$NICE" ip netns exec "$S" "$@" >/dev/null 2>&1 & pids+=($!); }
+cli() { nice -n "$NICE" ip netns exec "$C" "$@"; }
 srv "$BIN" server --quiet --listen $SIP:7420
 srv sockperf server -i $SIP -p 11111
 srv sockperf server --tcp -i $SIP -p 11112
@@ -75,7 +79,7 @@ done
 med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 m() { med <<<"${V[$1]}"; }
 echo
-echo "medians over $ROUNDS rounds of ${DUR}s (veth between two namespaces; sockperf at its 14 B minimum)"
+echo "medians over $ROUNDS rounds of ${DUR}s at nice $NICE (veth between two namespaces; sockperf at its 14 B minimum)"
 for k in "${!V[@]}"; do printf '  %-28s %s\n' "$k" "$(m "$k")"; done | sort
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
 minof() { awk -v a="$1" -v b="$2" 'BEGIN {print (a<b)?a:b}'; }
