@@ -333,3 +333,39 @@ func TestFiftyConcurrentClients(t *testing.T) {
 	}
 	waitSessions(t, s, 0)
 }
+
+// TestServerGoneMidTest shuts the server down in the measured interval: the
+// client must fail with an error soon after its duration, never hang.
+func TestServerGoneMidTest(t *testing.T) {
+	for _, test := range result.Tests {
+		t.Run(test, func(t *testing.T) {
+			s, err := Listen(ServerOptions{Listen: "127.0.0.1:0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan struct{})
+			go func() { _ = s.Serve(ctx); close(served) }()
+			o := opts(s, test, 1024)
+			o.Duration = 1500 * time.Millisecond
+			o.Warmup = 0
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { _, err := Run(context.Background(), o); done <- err }()
+			time.Sleep(400 * time.Millisecond)
+			cancel()
+			<-served
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Error("no error although the server went away")
+				}
+				if d := time.Since(start); d > 6*time.Second {
+					t.Errorf("client took %v to notice", d)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("client hung after the server went away")
+			}
+		})
+	}
+}

@@ -19,7 +19,7 @@ func runLoop(o *ClientOptions, ip net.IP, session uint32, i int, s *stream, phas
 	case result.TCPLat:
 		s.err = tcpLatLoop(s, o.MsgSize, phase)
 	case result.UDPLat:
-		s.err = udpLatLoop(s, o.MsgSize, phase)
+		s.err = udpLatLoop(s, o.MsgSize, int64(o.UDPTimeout), phase)
 	case result.TCPCRR:
 		s.err = crrLoop(s, o, ip, session, i, phase)
 	case result.TCPBW:
@@ -35,10 +35,13 @@ func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	for off := 0; off < len(b); {
 		n, err := sysRead(fd, b[off:])
 		if err != nil {
-			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
-				continue
-			}
-			if isTimeout(err) {
+			if err == unix.EINTR || isTimeout(err) {
+				// The runtime's preemption signal interrupts raw syscalls
+				// every few ms, restarting SO_RCVTIMEO: check the phase on
+				// EINTR too, or a dead peer would keep us here forever.
+				if phase.Load() != phStop {
+					continue
+				}
 				return false, nil
 			}
 			return false, err
@@ -55,10 +58,10 @@ func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	for off := 0; off < len(b); {
 		n, err := sysWrite(fd, b[off:])
 		if err != nil {
-			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
-				continue
-			}
-			if isTimeout(err) {
+			if err == unix.EINTR || isTimeout(err) {
+				if phase.Load() != phStop {
+					continue
+				}
 				return false, nil
 			}
 			return false, err
@@ -109,7 +112,7 @@ func seqMatches(b []byte, seq uint64) bool {
 	return true
 }
 
-func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
+func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 	out := make([]byte, size)
 	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
 	h, fd := s.hist, s.fd
@@ -134,10 +137,13 @@ func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 		for {
 			n, err := sysRead(fd, in)
 			if err != nil {
-				if err == unix.EINTR || err == unix.ECONNREFUSED {
+				// EINTR (the runtime's preemption signal) restarts the
+				// socket's receive timeout, so the loss timeout is also
+				// checked against our own clock.
+				if (err == unix.EINTR || err == unix.ECONNREFUSED) && nanotime()-t0 < timeout {
 					continue
 				}
-				if isTimeout(err) { // no reply within UDPTimeout: lost, never latency
+				if isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED { // no reply in time: lost, never latency
 					if ph == phMeasure {
 						s.lost++
 					}
@@ -148,6 +154,12 @@ func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 			if n != size || !seqMatches(in[:n], seq) {
 				if ph == phMeasure {
 					s.late++
+				}
+				if nanotime()-t0 >= timeout { // stale replies must not extend the wait
+					if ph == phMeasure {
+						s.lost++
+					}
+					break
 				}
 				continue
 			}
