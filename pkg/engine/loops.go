@@ -2,7 +2,6 @@ package engine
 
 import (
 	"net"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -75,7 +74,6 @@ func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 	buf := make([]byte, size)
 	h, fd := s.hist, s.fd
-	var lastYield int64
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -92,23 +90,6 @@ func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 		if ph == phMeasure {
 			h.record(t1 - t0)
 			s.txns++
-		}
-		yieldEvery(t1, &lastYield)
-	}
-}
-
-// yieldInterval is how often a latency loop passes through the scheduler.
-// A goroutine that looks busy for 10 ms (a raw syscall never yields) gets a
-// preemption signal, which interrupts the blocking read it is in and adds
-// microseconds to that transaction; a voluntary yield every few ms avoids
-// the signal for about the cost of one clock comparison per transaction.
-const yieldInterval = 2_000_000 // ns
-
-func yieldEvery(now int64, last *int64) {
-	if now-*last > yieldInterval {
-		*last = now
-		if rawSyscalls {
-			runtime.Gosched()
 		}
 	}
 }
@@ -136,7 +117,6 @@ func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
 	h, fd := s.hist, s.fd
 	var seq uint64
-	var lastYield int64
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -188,7 +168,6 @@ func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 				h.record(t1 - t0)
 				s.txns++
 			}
-			yieldEvery(t1, &lastYield)
 			break
 		}
 	}

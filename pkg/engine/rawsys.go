@@ -11,8 +11,8 @@ import (
 
 // rawSyscalls makes the latency loops call read/write through RawSyscall,
 // skipping the runtime's entersyscall/exitsyscall bookkeeping: measured
-// 1-6% (typically 3%) off the one-way p50 of a 1-byte ping-pong on a veth pair (see
-// docs/engine.md). The price is that a loop blocked in the kernel keeps its
+// about 10% off the one-way mean of a 1-byte TCP ping-pong on a veth pair
+// (see docs/engine.md). The price is that a loop blocked in the kernel keeps its
 // P, so whoever starts such loops raises GOMAXPROCS (reserveProcs).
 // CNIBENCH_RAW=0 turns it off, to measure the difference.
 var rawSyscalls = os.Getenv("CNIBENCH_RAW") != "0"

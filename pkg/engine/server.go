@@ -636,7 +636,7 @@ func (ss *session) finish(a serverSnap, udpSent []int64) *Report {
 
 func echoTCP(fd, size int, stop *atomic.Bool) {
 	buf := make([]byte, size)
-	off, msgs := 0, 0
+	off := 0
 	for {
 		n, err := sysRead(fd, buf[off:])
 		if err != nil {
@@ -653,9 +653,6 @@ func echoTCP(fd, size int, stop *atomic.Bool) {
 			continue
 		}
 		off = 0
-		if msgs++; msgs%64 == 0 && rawSyscalls {
-			runtime.Gosched() // see yieldInterval
-		}
 		for w := 0; w < size; {
 			n, err := sysWrite(fd, buf[w:])
 			if err != nil && err != unix.EINTR && !(isTimeout(err) && !stop.Load()) {
@@ -685,7 +682,6 @@ func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
 
 func echoUDP(fd int, stop *atomic.Bool) {
 	buf := make([]byte, 65536)
-	msgs := 0
 	for {
 		n, err := sysRead(fd, buf)
 		if err != nil {
@@ -699,9 +695,6 @@ func echoUDP(fd int, stop *atomic.Bool) {
 		}
 		if n > 0 {
 			_, _ = sysWrite(fd, buf[:n])
-		}
-		if msgs++; msgs%64 == 0 && rawSyscalls {
-			runtime.Gosched() // see yieldInterval
 		}
 	}
 }
