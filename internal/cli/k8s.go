@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func init() {
@@ -76,10 +78,6 @@ func (f *k8sConnFlags) connect() (*k8s.Conn, error) {
 	return k8s.Connect(f.kubeconfig, f.context)
 }
 
-// sizeRE accepts what the engine's --msg-size takes: a byte count with an
-// optional K or M suffix (powers of 1024).
-var sizeRE = regexp.MustCompile(`^[0-9]+[KkMm]?$`)
-
 func newK8sRunCmd() *cobra.Command {
 	var (
 		cf                     k8sConnFlags
@@ -88,7 +86,7 @@ func newK8sRunCmd() *cobra.Command {
 		duration, warmup       time.Duration
 		readyTimeout           time.Duration
 		parallel, repeats      int
-		engine                 string
+		engineName, dbPath     string
 		asJSON, keep           bool
 	)
 	cmd := &cobra.Command{
@@ -118,9 +116,15 @@ failure and Ctrl-C.`,
 					return UsageError{fmt.Errorf("--test %q: choose from %s", t, strings.Join(result.Tests, ", "))}
 				}
 			}
-			for _, s := range splitList(msgs) {
-				if !sizeRE.MatchString(s) {
-					return UsageError{fmt.Errorf("--msg-size %q: give byte counts like 1,1K,4K", s)}
+			sizes, err := engine.ParseSizes(msgs)
+			if err != nil {
+				return UsageError{fmt.Errorf("--msg-size: %w", err)}
+			}
+			for _, t := range ts {
+				for _, z := range sizes {
+					if err := engine.CheckSize(t, z); err != nil {
+						return UsageError{fmt.Errorf("--msg-size for %s: %w (one client pod runs every test at every size: drop the test or the size)", t, err)}
+					}
 				}
 			}
 			if repeats < 1 {
@@ -141,9 +145,9 @@ failure and Ctrl-C.`,
 				Namespace: cf.namespace, Image: img, PullPolicy: pp,
 				Scenarios: sc, ClientNode: clientNode, ServerNode: serverNode, Repeats: repeats,
 				Client: k8s.ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(msgs), ","),
-					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engine},
+					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName},
 				ReadyTimeout:   readyTimeout,
-				MeasureTimeout: measureBudget(len(ts), len(splitList(msgs)), duration, warmup),
+				MeasureTimeout: measureBudget(len(ts), len(sizes), duration, warmup),
 				Keep:           keep,
 				Log:            cmd.ErrOrStderr(),
 			}
@@ -156,11 +160,37 @@ failure and Ctrl-C.`,
 				return err
 			}
 			plan.Cluster.Context, plan.Cluster.Server = conn.Context, conn.Server
+			db, err := store.Open(dbPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			run := k8s.StoreRun(plan, o, Version, k8sExperimentText(cmd))
+			runID, err := db.CreateRun(run)
+			if err != nil {
+				return err
+			}
 			var samples []k8s.Sample
+			seq, stored := 0, 0
 			runErr := r.Execute(cmd.Context(), plan, o, func(s k8s.Sample) error {
 				samples = append(samples, s)
+				for _, ss := range k8s.StoreSamples(runID, s, ts, sizes, engineName, &seq) {
+					if err := db.AddSample(ss); err != nil {
+						return err
+					}
+					stored++
+				}
 				return nil
 			})
+			status := "ok"
+			if runErr != nil {
+				status = runErr.Error()
+			}
+			if err := db.FinishRun(runID, runErr == nil, status); err != nil && runErr == nil {
+				runErr = err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "stored %d sample(s) as run %d (%s) in %s; show it with: cnibench report %s\n",
+				stored, runID, run.Name, db.Path(), run.Name)
 			if asJSON {
 				if err := writeK8sJSON(cmd.OutOrStdout(), plan, samples); err != nil {
 					return err
@@ -177,11 +207,12 @@ failure and Ctrl-C.`,
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
 	f.StringVar(&tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
-	f.StringVar(&msgs, "msg-size", "1,1K,4K", "message sizes in bytes (K = 1024)")
+	f.StringVar(&msgs, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
 	f.DurationVar(&duration, "duration", 5*time.Second, "measured time per test and size")
 	f.DurationVar(&warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
 	f.IntVar(&parallel, "parallel", 1, "parallel streams/connections")
-	f.StringVar(&engine, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.StringVar(&engineName, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&repeats, "repeats", 1, "repeats of every scenario, interleaved")
 	f.DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
 	f.BoolVar(&asJSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
@@ -193,6 +224,20 @@ failure and Ctrl-C.`,
 // plus generous slack for pod start, connection setup and a slow node.
 func measureBudget(tests, sizes int, d, w time.Duration) time.Duration {
 	return time.Duration(tests*sizes)*(d+w)*2 + 2*time.Minute
+}
+
+// k8sExperimentText is what the store keeps as a k8s run's "experiment":
+// the flags as given, one per line, so the run can be repeated.
+func k8sExperimentText(cmd *cobra.Command) string {
+	var b strings.Builder
+	b.WriteString("# cnibench k8s run\n")
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == "kubeconfig" {
+			return
+		}
+		fmt.Fprintf(&b, "%s: %q\n", f.Name, f.Value.String())
+	})
+	return b.String()
 }
 
 func splitList(s string) []string {

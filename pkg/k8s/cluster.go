@@ -30,6 +30,7 @@ type NodeInfo struct {
 	Runtime    string `json:"container_runtime"`
 	Kubelet    string `json:"kubelet"`
 	Arch       string `json:"arch"`
+	CPUs       int    `json:"cpus"` // capacity as the kubelet reports it
 	// Unusable says why the engine pods cannot run there ("" = usable).
 	Unusable string `json:"unusable,omitempty"`
 }
@@ -54,6 +55,9 @@ func Fingerprint(ctx context.Context, cs kubernetes.Interface) (*Cluster, []core
 			Name: n.Name, Kernel: n.Status.NodeInfo.KernelVersion, OSImage: n.Status.NodeInfo.OSImage,
 			Runtime: n.Status.NodeInfo.ContainerRuntimeVersion, Kubelet: n.Status.NodeInfo.KubeletVersion,
 			Arch: n.Status.NodeInfo.Architecture, Unusable: states[n.Name],
+		}
+		if q, ok := n.Status.Capacity[corev1.ResourceCPU]; ok {
+			ni.CPUs = int(q.Value())
 		}
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP && ni.InternalIP == "" {
