@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine clean
+.PHONY: all build deps test test-unit vet run bench bench-engine e2e-k8s clean
 
 all: build
 
@@ -36,3 +36,8 @@ clean:
 # The engine against sockperf, qperf and iperf3 on one veth pair, same run.
 bench-engine: deps build
 	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-engine.sh
+
+# Kubernetes end-to-end tier: a real 2-node cluster (k8slab) on this host,
+# all four k8s scenarios, store + report, error/Ctrl-C cleanup, audit, clean.
+e2e-k8s: deps build
+	./scripts/e2e-k8s.sh

@@ -500,12 +500,35 @@ func (r *Runner) ensureNamespace(ctx context.Context, ns, id string, timeout tim
 // is safe to call twice.
 func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) error {
 	err := deleteLabeled(ctx, r.Client, ns, RunSelector(id))
+	if err == nil {
+		// Pods linger while their containers stop; wait, so that the
+		// command returns with the cluster as it found it.
+		err = r.waitPodsGone(ctx, ns, RunSelector(id))
+	}
 	if deleteNS {
 		if derr := r.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
 			err = errors.Join(err, APIError("delete", "namespace "+ns, derr))
 		}
 	}
 	return err
+}
+
+// waitPodsGone polls until no pod matches selector in ns, or ctx ends.
+func (r *Runner) waitPodsGone(ctx context.Context, ns, selector string) error {
+	for {
+		pods, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return APIError("list", "pods", err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pod(s) still terminating, e.g. %s", len(pods.Items), pods.Items[0].Name)
+		case <-time.After(r.poll()):
+		}
+	}
 }
 
 // deleteLabeled deletes the pods, services and daemonsets in ns (all
