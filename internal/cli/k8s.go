@@ -17,6 +17,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -195,8 +196,10 @@ failure and Ctrl-C.`,
 				if err := writeK8sJSON(cmd.OutOrStdout(), plan, samples); err != nil {
 					return err
 				}
-			} else {
-				writeK8sSummary(cmd.OutOrStdout(), plan, samples)
+			} else if stored > 0 {
+				if err := renderStoredRun(cmd.OutOrStdout(), db, runID, plan); err != nil {
+					return errors.Join(runErr, err)
+				}
 			}
 			return runErr
 		},
@@ -263,58 +266,26 @@ func writeK8sJSON(w io.Writer, plan *k8s.Plan, samples []k8s.Sample) error {
 	}{"cnibench.k8s-run/v1", plan, samples})
 }
 
-// writeK8sSummary prints each scenario's primary figure per test and size
-// (the median over repeats) so a run without --json says what it measured.
-func writeK8sSummary(w io.Writer, plan *k8s.Plan, samples []k8s.Sample) {
-	type key struct {
-		scenario, test string
-		size           int
+// renderStoredRun prints the run's report from the store, the same table
+// `cnibench report <run>` shows, plus the scenarios that were skipped.
+func renderStoredRun(w io.Writer, db *store.DB, runID int64, plan *k8s.Plan) error {
+	run, err := db.GetRun(fmt.Sprint(runID))
+	if err != nil {
+		return err
 	}
-	vals := map[key][]float64{}
-	var order []key
-	for _, s := range samples {
-		for _, r := range s.Results {
-			k := key{s.Scenario, r.Test, r.MsgSizeBytes}
-			v, ok := result.PrimaryMetric(r.Test).Get(r)
-			if !ok {
-				continue
-			}
-			if _, seen := vals[k]; !seen {
-				order = append(order, k)
-			}
-			vals[k] = append(vals[k], v)
-		}
+	samples, err := db.Samples(runID)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "run %s: %s\n", plan.RunID, plan.Cluster.Summary())
-	if len(order) == 0 {
-		fmt.Fprintln(w, "no results")
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCENARIO\tTEST\tSIZE\tMEDIAN\tUNIT\tN")
-		for _, k := range order {
-			m := result.PrimaryMetric(k.test)
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%s\t%d\n", k.scenario, k.test, k.size, median(vals[k]), m.Unit, len(vals[k]))
-		}
-		tw.Flush()
+	if err := report.Render(w, "table", run, samples); err != nil {
+		return err
 	}
 	for _, p := range plan.Placements {
 		if p.Skip != "" {
 			fmt.Fprintf(w, "%s: skipped: %s\n", p.Scenario, p.Skip)
 		}
 	}
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return nil
 }
 
 func newK8sAuditCmd() *cobra.Command {
