@@ -128,6 +128,9 @@ failure and Ctrl-C.`,
 					}
 				}
 			}
+			if parallel < 1 || parallel > engine.MaxParallel {
+				return UsageError{fmt.Errorf("--parallel %d: must be 1-%d", parallel, engine.MaxParallel)}
+			}
 			if repeats < 1 {
 				return UsageError{errors.New("--repeats must be at least 1")}
 			}
@@ -155,7 +158,8 @@ failure and Ctrl-C.`,
 			r := &k8s.Runner{Client: conn.Client}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if err != nil {
-				if strings.HasPrefix(err.Error(), "--") {
+				var fe *k8s.FlagError
+				if errors.As(err, &fe) {
 					return UsageError{err}
 				}
 				return err

@@ -120,6 +120,11 @@ func describeNodes(states []NodeState) string {
 	return strings.Join(parts, ", ")
 }
 
+// FlagError is a user's node choice that the cluster cannot honour.
+type FlagError struct{ Msg string }
+
+func (e *FlagError) Error() string { return e.Msg }
+
 // PlanScenarios places each scenario on nodes. clientNode and serverNode
 // are the user's choice ("" = pick): the client goes to clientNode or the
 // first usable node, the server of a two-node scenario to serverNode or the
@@ -144,10 +149,10 @@ func PlanScenarios(scenarios []string, nodes []NodeState, clientNode, serverNode
 		}
 		st, ok := byName[n]
 		if !ok {
-			return nil, fmt.Errorf("%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))
+			return nil, &FlagError{fmt.Sprintf("%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))}
 		}
 		if st.Unusable != "" {
-			return nil, fmt.Errorf("%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))
+			return nil, &FlagError{fmt.Sprintf("%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))}
 		}
 	}
 	a := clientNode

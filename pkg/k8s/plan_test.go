@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,9 @@ func TestPlanScenarios(t *testing.T) {
 		{"nope", "", "--client-node nope: no such node"},
 		{"", "cp", "--server-node cp: node is tainted"},
 	} {
-		if _, err := PlanScenarios(Scenarios, three, tc.client, tc.server); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "w1") {
+		_, err := PlanScenarios(Scenarios, three, tc.client, tc.server)
+		var fe *FlagError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "w1") {
 			t.Errorf("%+v: %v", tc, err)
 		}
 	}
