@@ -175,6 +175,7 @@ func barChart(models []*Model, col Column) string {
 		xmax = math.Max(xmax, math.Max(b.Median, b.High))
 	}
 	ticks, xmax := niceTicks(xmax)
+	tickDec := tickDecimals(ticks)
 	plotW := width - left - right
 	x := func(v float64) float64 { return left + v/xmax*plotW }
 	var s strings.Builder
@@ -184,7 +185,7 @@ func barChart(models []*Model, col Column) string {
 	axisY := top + float64(len(bars))*(barH+gap)
 	for _, t := range ticks {
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top-4, x(t), axisY)
-		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, esc(FormatNumber(t)))
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, formatFixed(t, tickDec))
 	}
 	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, axisY+28, esc(col.Unit))
 	for i, b := range bars {
@@ -225,6 +226,21 @@ func niceTicks(max float64) ([]float64, float64) {
 		ticks = append(ticks, v)
 	}
 	return ticks, end
+}
+
+// tickDecimals is the number of decimals that tells the ticks apart
+// (0, 5, 10 rather than 0.00, 5.00, 10.0).
+func tickDecimals(ticks []float64) int {
+	if len(ticks) < 2 {
+		return 0
+	}
+	step := ticks[1] - ticks[0]
+	for d := 0; d < 6; d++ {
+		if math.Abs(step*math.Pow(10, float64(d))-math.Round(step*math.Pow(10, float64(d)))) < 1e-9 {
+			return d
+		}
+	}
+	return 6
 }
 
 // cdfGroups are the latency (test, size) groups with at least one CDF.
@@ -283,6 +299,7 @@ func cdfChart(models []*Model, g group) string {
 		}
 	}
 	ticks, xmax := niceTicks(xmax)
+	tickDec := tickDecimals(ticks)
 	plotW, plotH := width-left-right, height-top-bottom
 	x := func(us float64) float64 { return left + us/xmax*plotW }
 	y := func(pct float64) float64 { return top + plotH - pct/100*plotH }
@@ -293,9 +310,9 @@ func cdfChart(models []*Model, g group) string {
 	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top, x(t), top+plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, esc(FormatNumber(t)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, formatFixed(t, tickDec))
 	}
-	for _, p := range []float64{0, 25, 50, 75, 90, 99, 100} {
+	for _, p := range []float64{0, 25, 50, 75, 90, 100} {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(p), left+plotW, y(p))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%g</text>`+"\n", left-4, y(p)+4, p)
 	}

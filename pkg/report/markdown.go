@@ -95,6 +95,6 @@ func mdTable(b *strings.Builder, g grid) {
 // mdEscape keeps user-supplied text (arm names, reasons) from breaking a
 // table or injecting HTML.
 func mdEscape(s string) string {
-	r := strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;")
+	r := strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;")
 	return r.Replace(s)
 }

@@ -255,7 +255,10 @@ func orUnknown(s string) string {
 // fingerprintLine describes a host in one line.
 func fingerprintLine(h result.Fingerprint) string {
 	cpu := orUnknown(h.CPUModel)
-	if h.Cores > 0 {
+	switch {
+	case h.Cores == 1:
+		cpu += ", 1 core"
+	case h.Cores > 1:
 		cpu += fmt.Sprintf(", %d cores", h.Cores)
 	}
 	parts := []string{
