@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-report clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report clean
 
 all: build
 
@@ -36,3 +36,12 @@ bench-report:
 
 clean:
 	rm -rf bin
+
+# Lab build/teardown speed: cnibench vs the equivalent iproute2 script
+# (vxlan preset and a 2-node x 50-pod bridge). Target: ratio <= 0.5.
+bench-lab: build
+	./scripts/bench-lab.sh
+
+# The engine against sockperf, qperf and iperf3 on one veth pair, same run.
+bench-engine: deps build
+	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-engine.sh
