@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -292,16 +293,45 @@ func cdfChart(models []*Model, g group) string {
 		}
 	}
 	const width, height, left, right, top, bottom = 640.0, 340.0, 56.0, 150.0, 30.0, 40.0
-	var xmax float64
+	xmin, xmax := math.Inf(1), 0.0
 	for _, s := range ss {
 		for _, p := range s.Pts {
-			xmax = math.Max(xmax, p.Ns/1e3)
+			if us := p.Ns / 1e3; us > 0 {
+				xmin, xmax = math.Min(xmin, us), math.Max(xmax, us)
+			}
 		}
 	}
-	ticks, xmax := niceTicks(xmax)
-	tickDec := tickDecimals(ticks)
 	plotW, plotH := width-left-right, height-top-bottom
-	x := func(us float64) float64 { return left + us/xmax*plotW }
+	// Latency tails are long: when p99.9 is more than 20 times the
+	// fastest round trip a linear axis squashes the body of the curve
+	// into its first pixels, so the axis becomes logarithmic.
+	logScale := xmax > 0 && xmax/xmin > 20
+	var ticks []float64
+	var x func(float64) float64
+	var tickText func(float64) string
+	if logScale {
+		lo := math.Pow(10, math.Floor(math.Log10(xmin)))
+		hi := math.Pow(10, math.Ceil(math.Log10(xmax)))
+		for d := lo; d < hi*1.01; d *= 10 {
+			for _, f := range []float64{1, 2, 5} {
+				if v := d * f; v <= hi*1.01 {
+					ticks = append(ticks, v)
+				}
+			}
+		}
+		span := math.Log10(hi) - math.Log10(lo)
+		x = func(us float64) float64 {
+			us = math.Max(us, lo)
+			return left + (math.Log10(us)-math.Log10(lo))/span*plotW
+		}
+		tickText = func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	} else {
+		var end float64
+		ticks, end = niceTicks(xmax)
+		dec := tickDecimals(ticks)
+		x = func(us float64) float64 { return left + us/end*plotW }
+		tickText = func(v float64) string { return formatFixed(v, dec) }
+	}
 	y := func(pct float64) float64 { return top + plotH - pct/100*plotH }
 	title := fmt.Sprintf("%s %s round-trip latency CDF", g.Test, FormatSize(g.Size))
 	var b strings.Builder
@@ -310,13 +340,17 @@ func cdfChart(models []*Model, g group) string {
 	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top, x(t), top+plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, formatFixed(t, tickDec))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, tickText(t))
 	}
 	for _, p := range []float64{0, 25, 50, 75, 90, 100} {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(p), left+plotW, y(p))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%g</text>`+"\n", left-4, y(p)+4, p)
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">round trip (µs)</text>`+"\n", left+plotW/2, top+plotH+30)
+	axis := "round trip (µs)"
+	if logScale {
+		axis = "round trip (µs, log scale)"
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, top+plotH+30, axis)
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" font-size="11" text-anchor="middle" transform="rotate(-90 14 %.1f)">percentile</text>`+"\n", top+plotH/2, top+plotH/2)
 	for i, s := range ss {
 		color := palette[i%len(palette)]
