@@ -157,3 +157,19 @@ func has(s []string, x string) bool {
 	}
 	return false
 }
+
+// A run killed before its first sample still renders, in every format,
+// and says it is incomplete.
+func TestEmptyRun(t *testing.T) {
+	for _, run := range []*store.Run{
+		{ID: 1, Name: "empty", Baseline: "host", Arms: []store.Arm{{Name: "host"}, {Name: "vxlan"}}, Status: "interrupted before the first sample"},
+		{ID: 2, Name: "bare"},
+	} {
+		for _, f := range Formats {
+			out := string(render(t, f, Input{run, nil}))
+			if f != FormatCSV && !strings.Contains(out, "incomplete") {
+				t.Errorf("%s of an empty run does not say it is incomplete:\n%s", f, out)
+			}
+		}
+	}
+}
