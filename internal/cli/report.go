@@ -227,7 +227,7 @@ baseline arm. Several runs are put side by side with their host fingerprints
 }
 
 func newCompareCmd() *cobra.Command {
-	var dbPath, outPath string
+	var dbPath, outPath, format string
 	cmd := &cobra.Command{
 		Use:   "compare <run-a> <run-b>",
 		Short: "Compare two runs cell by cell with a significance test",
@@ -241,6 +241,9 @@ a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherw
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !contains(report.CompareFormats, format) {
+				return UsageError{fmt.Errorf("unknown --format %q for compare; use one of %s", format, strings.Join(report.CompareFormats, ", "))}
+			}
 			db, err := openExistingDB(dbPath)
 			if err != nil {
 				return err
@@ -255,18 +258,21 @@ a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherw
 				return err
 			}
 			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
-				return report.Compare(w, ra, sa, rb, sb)
+				return report.CompareFormat(w, format, ra, sa, rb, sb)
 			})
 		},
 	}
 	addDBFlag(cmd, &dbPath)
+	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.CompareFormats, "|"))
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	return cmd
 }
 
-func validFormat(f string) bool {
-	for _, x := range report.Formats {
-		if f == x {
+func validFormat(f string) bool { return contains(report.Formats, f) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if s == x {
 			return true
 		}
 	}

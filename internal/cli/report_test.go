@@ -157,4 +157,11 @@ func TestCompareCommand(t *testing.T) {
 	if !strings.Contains(host, "no significant difference") {
 		t.Errorf("host row %q", host)
 	}
+	out, err = run(t, "compare", "first", "second", "--db", db, "--format", "json")
+	if err != nil || !strings.Contains(out, `"schema": "cnibench.compare/v1"`) {
+		t.Errorf("compare --format json: %v", err)
+	}
+	if _, err := run(t, "compare", "first", "second", "--db", db, "--format", "csv"); err == nil || ExitCode(err) != 2 {
+		t.Errorf("compare --format csv: %v", err)
+	}
 }
