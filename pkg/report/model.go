@@ -524,6 +524,9 @@ func runFlags(run *store.Run, ss []store.Sample, m *Model) []Flag {
 		}
 		flags = append(flags, Flag{"incomplete", msg})
 	}
+	if run.Baseline != "" && m.Baseline == "" {
+		flags = append(flags, Flag{"no-baseline", fmt.Sprintf("the baseline arm %q has no samples: no ratios or verdicts against it", run.Baseline)})
+	}
 	// Governors of the run's host and of every endpoint that reported one.
 	govs := map[string][]string{} // governor -> hosts
 	add := func(fp *result.Fingerprint, who string) {

@@ -173,3 +173,15 @@ func TestEmptyRun(t *testing.T) {
 		}
 	}
 }
+
+func TestBaselineWithoutSamples(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	run.Baseline = "host" // not an arm of this run
+	m := Analyze(run, ss)
+	if m.Baseline != "" || m.Cell("vxlan", result.TCPBW, 131072, "receiver_mbps").Ratio != nil {
+		t.Error("ratios against an arm without samples")
+	}
+	if len(m.Flags) == 0 || m.Flags[0].Code != "no-baseline" {
+		t.Errorf("flags %v", m.Flags)
+	}
+}
