@@ -185,3 +185,35 @@ func TestBaselineWithoutSamples(t *testing.T) {
 		t.Errorf("flags %v", m.Flags)
 	}
 }
+
+// The report.metrics label adds columns; a missing one carries the
+// result's own reason.
+func TestExtraMetricColumns(t *testing.T) {
+	run, ss := kubeOVNRun()
+	run.Labels = map[string]string{LabelMetrics: "client_cpu_pct, nonsense"}
+	m := Analyze(run, ss)
+	var headers []string
+	for _, c := range m.Columns {
+		headers = append(headers, c.Header)
+	}
+	if len(m.Columns) != 24 || !has(headers, "tcp_lat 1B client CPU (%)") || !has(headers, "tcp_bw 4K CPU (sender) (%)") {
+		t.Fatalf("columns %q", headers)
+	}
+	out := string(render(t, FormatMarkdown, Input{run, ss}))
+	if !strings.Contains(out, "qperf does not report per-side CPU") {
+		t.Errorf("missing CPU of the qperf arm lacks its reason:\n%s", out)
+	}
+}
+
+func TestUDPThroughputShowsLoss(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	for i := range ss {
+		ss[i].Test, ss[i].MsgSize = result.UDPBW, 1400
+		ss[i].Result = bwResult(result.UDPBW, 1400, 900, 50, 60, "")
+	}
+	m := Analyze(run, ss)
+	last := m.Columns[len(m.Columns)-1]
+	if m.Shape != ShapeThroughput || last.Header != "loss (%)" {
+		t.Errorf("shape %s, last column %q", m.Shape, last.Header)
+	}
+}
