@@ -662,3 +662,19 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// MedianCV is the median coefficient of variation over the table's cells
+// with at least two values, and how many cells that is: one figure for
+// "how noisy was this run" (issue 4's target for the default experiment is
+// ≤ 5%). NaN when no cell has two values.
+func (m *Model) MedianCV() (float64, int) {
+	var cvs []float64
+	for _, col := range m.Columns {
+		for _, arm := range m.Arms {
+			if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
+				cvs = append(cvs, c.Summary.CV)
+			}
+		}
+	}
+	return stats.Median(cvs), len(cvs)
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -215,5 +216,20 @@ func TestUDPThroughputShowsLoss(t *testing.T) {
 	last := m.Columns[len(m.Columns)-1]
 	if m.Shape != ShapeThroughput || last.Header != "loss (%)" {
 		t.Errorf("shape %s, last column %q", m.Shape, last.Header)
+	}
+}
+
+func TestMedianCV(t *testing.T) {
+	run, ss := kubeOVNRun()
+	cv, n := Analyze(run, ss).MedianCV()
+	// 35 of the 36 table cells have values (one failed): 34 spread by the
+	// jitter factors, one by the noisy ones. The median is the jitter's CV,
+	// computed here from the factors alone.
+	f := make([]float64, len(jitter))
+	for i, j := range jitter {
+		f[i] = 1 + j
+	}
+	if n != 35 || math.Abs(cv-stats.CV(f)) > 1e-9 {
+		t.Errorf("MedianCV = %v over %d cells, want %v over 35", cv, n, stats.CV(f))
 	}
 }
