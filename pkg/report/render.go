@@ -361,7 +361,17 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
-	return []string{l}
+	out := []string{l}
+	for _, m := range models {
+		if cv, n := m.MedianCV(); n > 0 {
+			s := fmt.Sprintf("Median coefficient of variation over %d cells: %.1f%%.", n, cv*100)
+			if len(models) > 1 {
+				s = fmt.Sprintf("Run %d: median coefficient of variation over %d cells: %.1f%%.", m.Run.ID, n, cv*100)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func uniq(s []string) []string {
