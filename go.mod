@@ -1,6 +1,6 @@
 module github.com/cnibench/cnibench
 
-go 1.24.13
+go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
@@ -9,9 +9,11 @@ require (
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sync v0.16.0
-	golang.org/x/sys v0.34.0
+	golang.org/x/sys v0.49.0
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require golang.org/x/term v0.47.0
 
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
