@@ -92,6 +92,9 @@ func writeHTML(w io.Writer, models []*Model) error {
 		if vg, ok := verdictGrid(models[0]); ok {
 			fmt.Fprintf(&b, "<h3>Each arm against %s</h3>\n<p class=\"legend\">Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference.</p>\n", esc(models[0].Baseline))
 			htmlTable(&b, vg)
+			for _, l := range verdictNotes(models[0]) {
+				fmt.Fprintf(&b, "<p class=\"legend\">%s</p>\n", esc(l))
+			}
 		}
 	}
 	if len(n.list) > 0 {

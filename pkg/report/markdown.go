@@ -37,6 +37,9 @@ func writeMarkdown(w io.Writer, models []*Model) error {
 		if vg, ok := verdictGrid(models[0]); ok {
 			fmt.Fprintf(&b, "\nEach arm against **%s** (Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference):\n\n", mdEscape(models[0].Baseline))
 			mdTable(&b, vg)
+			for _, l := range verdictNotes(models[0]) {
+				fmt.Fprintf(&b, "\n%s\n", mdEscape(l))
+			}
 		}
 	}
 	var warn []string

@@ -233,3 +233,21 @@ func TestMedianCV(t *testing.T) {
 		t.Errorf("MedianCV = %v over %d cells, want %v over 35", cv, n, stats.CV(f))
 	}
 }
+
+// With 3 repeats per arm the exact test cannot reach p < 0.05; the
+// report must say so rather than print a bare "n.s.".
+func TestTooFewRepeatsExplained(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	var kept []store.Sample
+	for _, s := range ss {
+		if s.Repeat < 3 {
+			kept = append(kept, s)
+		}
+	}
+	for _, f := range []string{FormatTable, FormatMarkdown, FormatHTML} {
+		out := string(render(t, f, Input{run, kept}))
+		if !strings.Contains(out, "n.s. (p=0.1)") || !strings.Contains(out, "3+3 repeats cannot reach p&lt;0.05") && !strings.Contains(out, "3+3 repeats cannot reach p<0.05") {
+			t.Errorf("%s does not explain the 3-repeat verdicts:\n%s", f, out)
+		}
+	}
+}

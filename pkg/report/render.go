@@ -217,6 +217,24 @@ func verdictGrid(m *Model) (grid, bool) {
 	return g, true
 }
 
+// verdictNotes explains verdicts that could not be significant whatever
+// the numbers, e.g. because there were too few repeats.
+func verdictNotes(m *Model) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, col := range m.Columns {
+		for _, arm := range m.Arms {
+			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			if c == nil || c.Verdict == nil || c.Verdict.Note == "" || seen[c.Verdict.Note] {
+				continue
+			}
+			seen[c.Verdict.Note] = true
+			out = append(out, fmt.Sprintf("Note: %s, so n.s. here says nothing either way; use 5 or more repeats.", c.Verdict.Note))
+		}
+	}
+	return out
+}
+
 // verdictWords names the directions of a metric for a reader.
 func verdictWords(mt result.Metric) (better, worse string) {
 	switch mt.Unit {
