@@ -267,14 +267,17 @@ func cdfGroups(models []*Model) []group {
 
 type series struct {
 	Label string
+	Color string // the arm's colour in the bar charts too
 	Pts   []result.CDFPoint
 }
 
 func cdfChart(models []*Model, g group) string {
 	var ss []series
 	var missing []string
+	k := -1 // arm index across models, as in barChart
 	for _, m := range models {
 		for _, arm := range m.Arms {
+			k++
 			label := arm
 			if len(models) > 1 {
 				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
@@ -292,7 +295,7 @@ func cdfChart(models []*Model, g group) string {
 					pts = append(pts, p)
 				}
 			}
-			ss = append(ss, series{label, pts})
+			ss = append(ss, series{label, palette[k%len(palette)], pts})
 		}
 	}
 	const width, height, left, right, top, bottom = 640.0, 340.0, 56.0, 150.0, 30.0, 40.0
@@ -356,7 +359,7 @@ func cdfChart(models []*Model, g group) string {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, top+plotH+30, axis)
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" font-size="11" text-anchor="middle" transform="rotate(-90 14 %.1f)">percentile</text>`+"\n", top+plotH/2, top+plotH/2)
 	for i, s := range ss {
-		color := palette[i%len(palette)]
+		color := s.Color
 		var pts []string
 		for _, p := range s.Pts {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.Ns/1e3), y(p.Percentile)))
