@@ -70,6 +70,8 @@ func (i labInstance) Endpoint(name string) (string, string, error) {
 
 func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
 
+func (i labInstance) ChangesHost() bool { return len(i.l.Sysctls) > 0 }
+
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}
 
