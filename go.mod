@@ -1,15 +1,22 @@
 module github.com/cnibench/cnibench
 
-go 1.24
+go 1.24.0
 
 require (
+	github.com/google/nftables v0.3.0
+	github.com/safchain/ethtool v0.7.0
 	github.com/spf13/cobra v1.10.2
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.38.0
 )
 
 require (
+	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	golang.org/x/sys v0.10.0 // indirect
+	golang.org/x/net v0.33.0 // indirect
+	golang.org/x/sync v0.6.0 // indirect
 )
