@@ -155,10 +155,14 @@ func thpKnob() *Knob {
 }
 
 func bracketed(s string) string {
-	for _, f := range strings.Fields(s) {
+	fs := strings.Fields(s)
+	for _, f := range fs {
 		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
 			return f[1 : len(f)-1]
 		}
+	}
+	if len(fs) == 1 {
+		return fs[0] // a plain file holding what was written (fixtures)
 	}
 	return ""
 }

@@ -7,22 +7,23 @@ import (
 )
 
 // Network sysctls. Which of them are per network namespace was checked on
-// kernel 6.18 by listing /proc/sys/net in a fresh namespace: net.core.
-// {r,w}mem_{max,default} and somaxconn, and the net.ipv4.tcp_* knobs here are
-// per namespace; net.core.netdev_max_backlog, busy_read, busy_poll and
-// default_qdisc exist only in the initial namespace (host scope).
+// kernel 6.18 by listing /proc/sys/net in a fresh namespace: somaxconn and
+// the net.ipv4.tcp_* knobs here are per namespace and writable there;
+// net.core.{r,w}mem_{max,default} are shown in every namespace but read-only
+// outside the initial one (so they are host scope); netdev_max_backlog,
+// busy_read, busy_poll and default_qdisc exist only in the initial namespace.
 
 func init() {
 	register(
-		sysctlKnob("net.core.rmem_max", "Maximum receive socket buffer (SO_RCVBUF cap)", "net.core", ScopeNetns,
+		sysctlKnob("net.core.rmem_max", "Maximum receive socket buffer (SO_RCVBUF cap)", "net.core", ScopeHost,
 			"raises a cap only; applications and OVS must still ask for large buffers; 002 warns it may hurt TCP",
 			atLeastInt, map[Profile]Rec{Throughput: {"1073741823", srcOVSUDP}}),
-		sysctlKnob("net.core.wmem_max", "Maximum send socket buffer (SO_SNDBUF cap)", "net.core", ScopeNetns,
+		sysctlKnob("net.core.wmem_max", "Maximum send socket buffer (SO_SNDBUF cap)", "net.core", ScopeHost,
 			"raises a cap only; 002 warns it may hurt TCP",
 			atLeastInt, map[Profile]Rec{Throughput: {"1073741823", srcOVSUDP}}),
-		sysctlKnob("net.core.rmem_default", "Default receive socket buffer", "net.core", ScopeNetns,
+		sysctlKnob("net.core.rmem_default", "Default receive socket buffer", "net.core", ScopeHost,
 			"every socket without SO_RCVBUF gets this much; memory per socket", nil, nil),
-		sysctlKnob("net.core.wmem_default", "Default send socket buffer", "net.core", ScopeNetns,
+		sysctlKnob("net.core.wmem_default", "Default send socket buffer", "net.core", ScopeHost,
 			"every socket without SO_SNDBUF gets this much; memory per socket", nil, nil),
 		sysctlKnob("net.core.netdev_max_backlog", "Per-CPU input queue length (packets)", "net.core", ScopeHost,
 			"longer queues add latency under overload", nil, nil),

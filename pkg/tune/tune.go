@@ -329,9 +329,10 @@ func readFile(path string) (string, error) {
 	return string(b), nil
 }
 
-// writeFile writes a value to a kernel file in one write(2), as sysctl does.
+// writeFile writes a value to a kernel file in one write(2), as sysctl(8)
+// does. O_TRUNC is ignored by procfs and sysfs and keeps fixture files exact.
 func writeFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return explain(err)
 	}
