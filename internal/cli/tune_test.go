@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/tune"
+)
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), args, &out, &errb)
+	return out.String(), err
+}
+
+func TestTuneBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune", "apply"}, "--profile latency"},
+		{[]string{"tune", "apply", "--profile", "fast"}, `unknown profile "fast"`},
+		{[]string{"tune", "apply", "--profile", "latency"}, "add --yes"},
+		{[]string{"tune", "apply", "--profile", "latency", "--scope", "moon"}, "bad --scope"},
+		{[]string{"tune", "apply", "--profile", "latency", "--scope", "netns:cnb-none-x"}, "no network namespace"},
+		{[]string{"tune", "audit", "--only", "net.core.nope"}, `unknown knob "net.core.nope"`},
+		{[]string{"tune", "audit", "--profile", "slow"}, `unknown profile "slow"`},
+		{[]string{"tune", "rollback", "--journal", "/nonexistent/j.jsonl"}, "--journal /nonexistent/j.jsonl"},
+	}
+	for _, c := range cases {
+		_, err := runCLI(t, c.args...)
+		var u UsageError
+		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want a usage error containing %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error is not one line: %q", c.args, err)
+		}
+	}
+}
+
+func TestTuneAuditFixtureRoot(t *testing.T) {
+	root, _ := filepath.Abs("../../pkg/tune/testdata/vm")
+	out, err := runCLI(t, "tune", "audit", "--root", root, "--profile", "latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cpu.governor", "cannot read", "no cpufreq driver", "vm.transparent_hugepages", "never",
+		"not available with --root"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "tune", "audit", "--root", root, "--json", "--only", "net.ipv4.tcp_fastopen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []tune.Finding
+	if err := json.Unmarshal([]byte(out), &fs); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	if len(fs) != 2 || fs[0].Current != "3" || fs[0].Status != tune.StatusOK || fs[1].Status != tune.StatusNoRec {
+		t.Errorf("findings: %+v", fs)
+	}
+}
+
+func TestTuneKnobsMarkdown(t *testing.T) {
+	out, err := runCLI(t, "tune", "knobs", "--markdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "\n| `"); n != len(tune.Knobs()) {
+		t.Errorf("%d rows for %d knobs", n, len(tune.Knobs()))
+	}
+}
+
+// TestTuneNetnsEndToEnd drives apply, status and rollback through the CLI
+// on a fresh namespace (privileged).
+func TestTuneNetnsEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces (CI runs as root)")
+	}
+	ns := runid.Name(runid.New(), "tcli")
+	if err := netns.Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Delete(ns) })
+	read := func() string {
+		var v []byte
+		if err := netns.Do(ns, func() (err error) {
+			v, err = os.ReadFile("/proc/sys/net/ipv4/tcp_fastopen")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return string(v)
+	}
+	if err := netns.Do(ns, func() error { return os.WriteFile("/proc/sys/net/ipv4/tcp_fastopen", []byte("1"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	before := read()
+	jdir := t.TempDir()
+
+	out, err := runCLI(t, "tune", "apply", "--profile", "latency", "--scope", "netns:"+ns, "--journal-dir", jdir, "--dry-run")
+	if err != nil || !strings.Contains(out, "would change") || read() != before {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "tune", "apply", "--profile", "latency", "--scope", "netns:"+ns, "--journal-dir", jdir)
+	if err != nil || !strings.Contains(out, "net.ipv4.tcp_fastopen") || !strings.Contains(out, "journal: ") {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	if strings.TrimSpace(read()) != "3" {
+		t.Fatalf("tcp_fastopen in %s = %q after apply", ns, read())
+	}
+	out, err = runCLI(t, "tune", "status", "--journal-dir", jdir)
+	if err != nil || !strings.Contains(out, "netns:"+ns) || !strings.Contains(out, "applied") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "tune", "rollback", "--journal-dir", jdir)
+	if err != nil || !strings.Contains(out, "from 1 journals") {
+		t.Fatalf("rollback: %v\n%s", err, out)
+	}
+	if read() != before {
+		t.Fatalf("tcp_fastopen = %q after rollback, want %q", read(), before)
+	}
+	out, _ = runCLI(t, "tune", "status", "--journal-dir", jdir)
+	if !strings.Contains(out, "nothing to roll back") {
+		t.Errorf("status after rollback:\n%s", out)
+	}
+}
