@@ -167,10 +167,7 @@ func printFindings(w io.Writer, fs []tune.Finding, withProfile bool) error {
 		if f.Status != tune.StatusOK {
 			note = f.Why
 		}
-		tgt := f.Target
-		if f.Netns != "" {
-			tgt = f.Netns + ":" + tgt
-		}
+		tgt := nsTarget(f.Netns, f.Target)
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, dash(tgt), dash(f.Current), dash(f.Recommended), f.Status, dash(f.Source), note)
 		if withProfile {
 			row = string(f.Profile) + "\t" + row
@@ -178,6 +175,17 @@ func printFindings(w io.Writer, fs []tune.Finding, withProfile bool) error {
 		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
+}
+
+// nsTarget names a target inside a namespace as netns:target.
+func nsTarget(ns, target string) string {
+	switch {
+	case ns == "":
+		return target
+	case target == "":
+		return ns
+	}
+	return ns + ":" + target
 }
 
 func dash(s string) string {
@@ -268,17 +276,11 @@ func printApply(w io.Writer, rep *tune.ApplyReport, dry bool) {
 		if c.Error != "" {
 			res = "FAILED: " + c.Error
 		}
-		tgt := c.Target
-		if c.Netns != "" {
-			tgt = c.Netns + ":" + tgt
-		}
+		tgt := nsTarget(c.Netns, c.Target)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Knob, dash(tgt), c.Old, c.New, res)
 	}
 	for _, s := range rep.Skipped {
-		tgt := s.Target
-		if s.Netns != "" {
-			tgt = s.Netns + ":" + tgt
-		}
+		tgt := nsTarget(s.Netns, s.Target)
 		fmt.Fprintf(tw, "%s\t%s\t\t\tskipped: %s\n", s.Knob, dash(tgt), s.Reason)
 	}
 	tw.Flush()

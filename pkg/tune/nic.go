@@ -402,7 +402,7 @@ func irqAffinityKnob() *Knob {
 						out = append(out, Current{Target: t, Err: err})
 						continue
 					}
-					out = append(out, Current{Target: t, Value: "cpus " + norm(list), Raw: mask,
+					out = append(out, Current{Target: t, Value: "cpus " + norm(list) + " (mask " + norm(mask) + ")", Raw: mask,
 						hint: cpuMask(n % ncpu)})
 				}
 			}
@@ -412,7 +412,7 @@ func irqAffinityKnob() *Knob {
 			return out, nil
 		},
 		Judge: func(_ *Env, c Current, _ string) (Status, string, string) {
-			list := strings.TrimPrefix(c.Value, "cpus ")
+			list, _, _ := strings.Cut(strings.TrimPrefix(c.Value, "cpus "), " ")
 			if !strings.ContainsAny(list, ",-") {
 				return StatusOK, "", "pinned"
 			}
