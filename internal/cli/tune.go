@@ -129,15 +129,20 @@ func tuneAuditCmd() *cobra.Command {
 			if len(nss) == 0 {
 				fs = tune.Audit(e, ks, profiles)
 			} else {
-				var netKs []*tune.Knob
+				var netKs, once []*tune.Knob
 				for _, k := range ks {
-					if k.Scope == tune.ScopeNetns {
+					switch {
+					case k.ID == "mtu.consistency":
+						once = append(once, k) // compares pods with tunnels across all the namespaces
+					case k.Scope == tune.ScopeNetns:
 						netKs = append(netKs, k)
 					}
 				}
 				for _, n := range nss {
 					fs = append(fs, tune.Audit(e.WithNetns(n), netKs, profiles)...)
 				}
+				e.LabNetns = nss
+				fs = append(fs, tune.Audit(e, once, profiles)...)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())

@@ -96,8 +96,15 @@ func mtuKnob() *Knob {
 				v := fmt.Sprintf("%s mtu %d; underlay %s mtu %d − %d = %d", t.Kind, t.MTU, t.Underlay, t.UnderlayMTU, oh, fit)
 				out = append(out, Current{Target: tgt, Value: v, Raw: v, hint: fmt.Sprint(t.MTU <= fit)})
 			}
+			underlays := map[string]bool{}
+			for _, t := range tunnels {
+				underlays[nsName(t.Netns, t.Underlay)] = true
+			}
 			if minTun > 0 {
 				for _, p := range others {
+					if underlays[nsName(p.Netns, p.Name)] {
+						continue // carries the tunnel: checked above, not a pod interface
+					}
 					if p.Kind != "veth" && p.Kind != "macvlan" && p.Kind != "ipvlan" && p.Kind != "netkit" {
 						continue
 					}
