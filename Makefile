@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench clean
+.PHONY: all build deps test test-unit vet run bench bench-engine clean
 
 all: build
 
@@ -32,3 +32,7 @@ run: deps build
 
 clean:
 	rm -rf bin
+
+# The engine against sockperf, qperf and iperf3 on one veth pair, same run.
+bench-engine: deps build
+	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-engine.sh

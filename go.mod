@@ -3,12 +3,15 @@ module github.com/cnibench/cnibench
 go 1.24.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/google/nftables v0.3.0
 	github.com/safchain/ethtool v0.7.0
 	github.com/spf13/cobra v1.10.2
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sync v0.6.0
 	golang.org/x/sys v0.38.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -18,5 +21,4 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	golang.org/x/net v0.33.0 // indirect
-	golang.org/x/sync v0.6.0 // indirect
 )

@@ -34,6 +34,11 @@ func ExitCode(err error) int {
 	if errors.As(err, &u) {
 		return 2
 	}
+	// An error that carries a process's exit status (lab exec) passes it on.
+	var c interface{ ExitCode() int }
+	if errors.As(err, &c) {
+		return c.ExitCode()
+	}
 	return 1
 }
 

@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/spf13/cobra"
+)
+
+// clientFlags are `cnibench client`'s flags before parsing.
+type clientFlags struct {
+	server, tests, sizes, rate, engine string
+	port, parallel                     int
+	duration, warmup                   time.Duration
+	json                               bool
+}
+
+// clientPlan is the validated form of clientFlags.
+type clientPlan struct {
+	tests []string
+	sizes []int
+	rate  float64
+}
+
+func (f *clientFlags) plan() (*clientPlan, error) {
+	p := &clientPlan{}
+	if f.server == "" {
+		return nil, errors.New("--server HOST is required")
+	}
+	for _, t := range strings.Split(f.tests, ",") {
+		t = strings.TrimSpace(t)
+		if !result.ValidTest(t) {
+			return nil, fmt.Errorf("unknown test %q in --test (known: %s)", t, strings.Join(result.Tests, ","))
+		}
+		p.tests = append(p.tests, t)
+	}
+	var err error
+	if p.sizes, err = engine.ParseSizes(f.sizes); err != nil {
+		return nil, fmt.Errorf("--msg-size: %w", err)
+	}
+	for _, t := range p.tests {
+		for _, size := range p.sizes {
+			if err := engine.CheckSize(t, size); err != nil {
+				return nil, fmt.Errorf("--msg-size for %s: %w", t, err)
+			}
+		}
+	}
+	if f.duration <= 0 {
+		return nil, fmt.Errorf("--duration %v: must be > 0", f.duration)
+	}
+	if f.warmup < 0 {
+		return nil, fmt.Errorf("--warmup %v: must be ≥ 0", f.warmup)
+	}
+	if f.parallel < 1 || f.parallel > engine.MaxParallel {
+		return nil, fmt.Errorf("--parallel %d: must be 1-%d", f.parallel, engine.MaxParallel)
+	}
+	if f.port < 1 || f.port > 65535 {
+		return nil, fmt.Errorf("--port %d: must be 1-65535", f.port)
+	}
+	if f.rate != "" {
+		if p.rate, err = engine.ParseRate(f.rate); err != nil {
+			return nil, fmt.Errorf("--rate: %w", err)
+		}
+	}
+	return p, nil
+}
+
+func init() {
+	register(func() *cobra.Command {
+		f := &clientFlags{}
+		cmd := &cobra.Command{
+			Use:   "client",
+			Short: "Measure latency, connection rate and throughput against a cnibench server",
+			Long: `Run one or more tests against a server, one result per (test, message size).
+Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).
+Rates (udp_bw): bits/s, 100M, 2G. --engine qperf|iperf3|sockperf measures the same
+through a reference tool (its server must be running on --server).`,
+			Example: `  cnibench client --server 10.0.0.2 --test tcp_lat,udp_lat --msg-size 1,1K
+  cnibench client --server 10.0.0.2 --test udp_bw --msg-size 64 --rate 500M --json`,
+			Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				p, err := f.plan()
+				if err != nil {
+					return UsageError{err}
+				}
+				set := &result.Set{Schema: result.SetSchemaVersion}
+				for _, t := range p.tests {
+					for _, size := range p.sizes {
+						r, err := runOne(cmd.Context(), f, p, t, size)
+						if err != nil {
+							return err
+						}
+						set.Results = append(set.Results, r)
+					}
+				}
+				out := cmd.OutOrStdout()
+				if f.json {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(set)
+				}
+				return printTable(out, set)
+			},
+		}
+		fl := cmd.Flags()
+		fl.StringVar(&f.server, "server", "", "server host or IP (required)")
+		fl.IntVar(&f.port, "port", engine.DefaultPort, "server port (TCP and UDP)")
+		fl.StringVar(&f.tests, "test", "tcp_lat", "comma-separated tests: "+strings.Join(result.Tests, ","))
+		fl.StringVar(&f.sizes, "msg-size", "1", "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024)")
+		fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured interval per test and size")
+		fl.DurationVar(&f.warmup, "warmup", time.Second, "traffic before the measured interval, not counted")
+		fl.IntVar(&f.parallel, "parallel", 1, "streams or connections per test")
+		fl.StringVar(&f.rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
+		fl.StringVar(&f.engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
+		fl.BoolVar(&f.json, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
+		return cmd
+	})
+}
+
+func runOne(ctx context.Context, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, error) {
+	rate := 0.0
+	if test == result.UDPBW {
+		rate = p.rate
+	}
+	if f.engine == "builtin" {
+		r, err := engine.Run(ctx, engine.ClientOptions{Server: f.server, Port: f.port, Test: test, MsgSize: size,
+			Parallel: f.parallel, Duration: f.duration, Warmup: f.warmup, RateBps: rate, Version: Version})
+		if err != nil {
+			return nil, fmt.Errorf("%s %dB: %w", test, size, err)
+		}
+		return r, nil
+	}
+	return runDriver(ctx, f, test, size, rate)
+}
+
+// runDriver measures through a reference tool: build its client command,
+// run it here, and parse what it prints.
+func runDriver(ctx context.Context, f *clientFlags, test string, size int, rate float64) (*result.Result, error) {
+	d, err := driver.Lookup(f.engine)
+	if err != nil {
+		return nil, UsageError{err}
+	}
+	if err := d.Supports(test); err != nil {
+		return nil, UsageError{err}
+	}
+	if err := d.Installed(); err != nil {
+		return nil, err
+	}
+	port := 0
+	if f.port != engine.DefaultPort {
+		port = f.port // the default belongs to cnibench; reference tools keep theirs
+	}
+	spec := driver.Spec{Server: f.server, Port: port, Test: test, MsgSize: size, Duration: f.duration,
+		Warmup: f.warmup, Parallel: f.parallel, RateBps: rate}
+	argv, err := d.ClientCommand(spec)
+	if err != nil {
+		return nil, UsageError{err}
+	}
+	// A reference tool that hangs must not hang us: allow the test plus a margin.
+	ctx, cancel := context.WithTimeout(ctx, f.duration+f.warmup+30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		return nil, fmt.Errorf("%s %s %dB: %s: %v %s", f.engine, test, size, strings.Join(argv, " "), err, msg)
+	}
+	r, err := d.Parse(spec, stdout.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("%s %s %dB: parse output: %w", f.engine, test, size, err)
+	}
+	return r, nil
+}
+
+// printTable writes the human summary: one row per result, the figures that
+// apply to its test, "-" where a value is not applicable or missing.
+func printTable(w io.Writer, set *result.Set) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "test\tsize\tpar\tone-way mean us\trtt p50 us\trtt p99 us\ttxn/s\tsend Mb/s\trecv Mb/s\trecv kpps\tloss %\tretrans\tcli cpu %\tsrv cpu %\t")
+	for _, r := range set.Results {
+		m := func(name string, prec int) string {
+			if v, ok := result.Metrics[name].Get(r); ok {
+				return fmt.Sprintf("%.*f", prec, v)
+			}
+			return "-"
+		}
+		retr := "-"
+		if r.TCP != nil && r.TCP.Retransmits != nil {
+			retr = fmt.Sprint(*r.TCP.Retransmits)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Test, sizeString(r.MsgSizeBytes), r.Parallel,
+			m("one_way_mean_us", 2), m("rtt_p50_us", 2), m("rtt_p99_us", 2), m("transactions_per_sec", 0),
+			m("sender_mbps", 1), m("receiver_mbps", 1), m("receiver_kpps", 1), m("udp_loss_pct", 3), retr,
+			m("client_cpu_pct", 1), m("server_cpu_pct", 1))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range set.Results {
+		if r.UDP != nil {
+			fmt.Fprintf(w, "%s %s: udp sent %d received %d lost %d out-of-order %d duplicated %d", r.Test, sizeString(r.MsgSizeBytes),
+				r.UDP.Sent, r.UDP.Received, r.UDP.Lost, r.UDP.OutOfOrder, r.UDP.Duplicated)
+			if r.UDP.KernelRcvbufErrors != nil {
+				fmt.Fprintf(w, "; server kernel RcvbufErrors %d", *r.UDP.KernelRcvbufErrors)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+func sizeString(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%dK", n/1024)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newLabCmd) }
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Build real container datapaths on this host (netns, veth, bridge, vxlan, OVS)",
+		Long: "Build real container datapaths on this host from network namespaces.\n\nPresets:\n" + presetList() +
+			"\nKnobs (--set key=value, or under knobs: in a YAML file): " + strings.Join(lab.KnobNames(), ", ") + ".\nSee docs/lab.md.",
+	}
+	cmd.AddCommand(labUpCmd(), labShowCmd(), labExecCmd(), labListCmd(), labDownCmd(), labCleanCmd())
+	return cmd
+}
+
+func presetList() string {
+	var b strings.Builder
+	for _, p := range lab.Presets() {
+		fmt.Fprintf(&b, "  %-18s %s\n", p, lab.PresetHelp(p))
+	}
+	return b.String()
+}
+
+func labUpCmd() *cobra.Command {
+	var name string
+	var sets []string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "up <preset|file.yaml>",
+		Short: "Build a topology (undone on failure or Ctrl-C)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var spec *lab.Spec
+			var err error
+			if strings.HasSuffix(args[0], ".yaml") || strings.HasSuffix(args[0], ".yml") || strings.Contains(args[0], "/") {
+				spec, err = lab.LoadSpecFile(args[0])
+			} else {
+				spec, err = lab.Preset(args[0])
+			}
+			if err != nil {
+				return UsageError{err}
+			}
+			for _, kv := range sets {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return UsageError{fmt.Errorf("--set %q: want key=value (knobs: %s)", kv, strings.Join(lab.KnobNames(), ", "))}
+				}
+				if err := spec.Set(strings.TrimSpace(k), strings.TrimSpace(v)); err != nil {
+					return UsageError{err}
+				}
+			}
+			var log io.Writer
+			if !quiet {
+				log = cmd.ErrOrStderr()
+			}
+			start := time.Now()
+			l, err := lab.Up(cmd.Context(), spec, lab.UpOptions{Name: name, Log: log})
+			if err != nil {
+				if isSpecError(err) {
+					return UsageError{err}
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up (%s, %d pods) in %v\n", l.Name, l.Preset, l.Pods, time.Since(start).Round(time.Microsecond))
+			printEndpoints(cmd.OutOrStdout(), l)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "lab name (default <preset>-<id>)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "knob key=value (repeatable): "+strings.Join(lab.KnobNames(), ", "))
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	return cmd
+}
+
+// isSpecError tells user mistakes caught by Up's validation from host failures.
+func isSpecError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "knob ") || strings.HasPrefix(msg, "pods_per_node") || strings.HasPrefix(msg, "lab name ") ||
+		strings.Contains(msg, "already exists")
+}
+
+func printEndpoints(w io.Writer, l *lab.Lab) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tKIND\tIP\tNETNS")
+	others, hidden := 0, 0
+	for _, n := range l.EndpointNames() {
+		e := l.Endpoints[n]
+		if e.Kind == "pod" && n != "client" && n != "server" {
+			if others++; others > 6 {
+				hidden++ // big topologies: `lab show --json` lists all
+				continue
+			}
+		}
+		ns := e.Netns
+		if ns == "" {
+			ns = "(host)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n, e.Kind, e.IP, ns)
+	}
+	tw.Flush()
+	if hidden > 0 {
+		fmt.Fprintf(w, "(%d more pods: cnibench lab show %s --json)\n", hidden, l.Name)
+	}
+	if l.ServiceIP != "" {
+		fmt.Fprintf(w, "service VIP %s -> server\n", l.ServiceIP)
+	}
+}
+
+func labShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show <name>",
+		Short: "Show a lab's pods, nodes, namespaces, addresses and knobs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := lab.Get(args[0])
+			if err != nil {
+				return UsageError{err}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(l)
+			}
+			state := "up"
+			if !l.Complete {
+				state = "INCOMPLETE (an `up` was interrupted; run `cnibench lab down " + l.Name + "`)"
+			}
+			fmt.Fprintf(w, "lab %s  id %s  preset %s  %s\ncreated %s", l.Name, l.ID, l.Preset, state, l.Created.Format(time.RFC3339))
+			if l.UpTime != "" {
+				fmt.Fprintf(w, "  built in %s", l.UpTime)
+			}
+			fmt.Fprintln(w)
+			if l.PodMTU > 0 {
+				fmt.Fprintf(w, "pod MTU %d\n", l.PodMTU)
+			}
+			if len(l.Knobs) > 0 {
+				var ks []string
+				for k, v := range l.Knobs {
+					ks = append(ks, k+"="+v)
+				}
+				sort.Strings(ks)
+				fmt.Fprintf(w, "knobs %s\n", strings.Join(ks, " "))
+			}
+			for _, s := range l.Sysctls {
+				fmt.Fprintf(w, "host sysctl %s = %s (was %s; restored on down)\n", strings.ReplaceAll(s.Path, "/", "."), s.New, s.Old)
+			}
+			printEndpoints(w, l)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the lab state as JSON")
+	return cmd
+}
+
+// exitStatusError carries a child's exit status out of `lab exec`.
+type exitStatusError struct {
+	code int
+	argv string
+}
+
+func (e exitStatusError) Error() string {
+	return fmt.Sprintf("lab exec: %s exited with status %d", e.argv, e.code)
+}
+
+// ExitCode makes cnibench exit with the child's status.
+func (e exitStatusError) ExitCode() int { return e.code }
+
+func labExecCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec <name> <endpoint> -- <argv...>",
+		Short: "Run a command inside an endpoint's namespace (stdio attached, exit code passed on)",
+		Args:  cobra.MinimumNArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 2 {
+				return UsageError{errors.New("lab exec: want <name> <endpoint> -- <argv...>")}
+			}
+			l, err := lab.Get(args[0])
+			if err != nil {
+				return UsageError{err}
+			}
+			ep, err := l.Endpoint(args[1])
+			if err != nil {
+				return UsageError{err}
+			}
+			argv := args[2:]
+			path, err := exec.LookPath(argv[0])
+			if err != nil {
+				return UsageError{fmt.Errorf("lab exec: %w", err)}
+			}
+			c := exec.Command(path, argv[1:]...)
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := netns.Start(ep.Netns, c); err != nil {
+				return fmt.Errorf("lab exec: %w", err)
+			}
+			// Ctrl-C reaches the child through the terminal's process group;
+			// we wait for it and pass its status on.
+			err = c.Wait()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code := ee.ExitCode()
+				if code < 0 {
+					code = 128 + 9
+				}
+				return exitStatusError{code: code, argv: argv[0]}
+			}
+			return err
+		},
+	}
+}
+
+func labListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List labs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			labs, err := lab.List()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tID\tPRESET\tPODS\tSTATE\tCREATED")
+			for _, l := range labs {
+				st := "up"
+				if !l.Complete {
+					st = "incomplete"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.ID, l.Preset, l.Pods, st, l.Created.Format(time.RFC3339))
+			}
+			tw.Flush()
+			return err
+		},
+	}
+}
+
+func labDownCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "down <name>",
+		Short: "Remove a lab and everything it created",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
+			l, err := lab.Get(args[0])
+			if err != nil {
+				return UsageError{err}
+			}
+			if err := l.Down(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s down in %v\n", l.Name, time.Since(start).Round(time.Microsecond))
+			return nil
+		},
+	}
+}
+
+func labCleanCmd() *cobra.Command {
+	var id string
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove every lab and every cnb-* object a killed run left behind",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
+			var removed []string
+			var err error
+			if id != "" {
+				removed, err = lab.CleanID(cmd.Context(), id)
+			} else {
+				removed, err = lab.Clean(cmd.Context())
+			}
+			for _, r := range removed {
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "clean: %d objects removed in %v\n", len(removed), time.Since(start).Round(time.Microsecond))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "only the objects of this run id (cnb-<id>-…)")
+	return cmd
+}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"golang.org/x/sys/unix"
+)
+
+// Client hot loops. Each runs on a goroutine locked to its OS thread and
+// makes blocking syscalls on a raw fd: no netpoller, no allocation per
+// transaction, one atomic load of the phase per transaction or batch, and
+// two vDSO clock reads per latency sample. The histogram is only recorded.
+
+func runLoop(o *ClientOptions, ip net.IP, session uint32, i int, s *stream, phase *atomic.Int32) {
+	switch o.Test {
+	case result.TCPLat:
+		s.err = tcpLatLoop(s, o.MsgSize, phase)
+	case result.UDPLat:
+		s.err = udpLatLoop(s, o.MsgSize, phase)
+	case result.TCPCRR:
+		s.err = crrLoop(s, o, ip, session, i, phase)
+	case result.TCPBW:
+		s.err = tcpBWLoop(s, o.MsgSize, phase)
+	case result.UDPBW:
+		s.err = udpBWLoop(s, o.MsgSize, o.RateBps/float64(o.Parallel), phase)
+	}
+}
+
+// readAll reads len(b) bytes, retrying on the receive timeout unless the
+// run is stopping. It returns false (and no error) when stopped midway.
+func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
+	for off := 0; off < len(b); {
+		n, err := unix.Read(fd, b[off:])
+		if err != nil {
+			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
+				continue
+			}
+			if isTimeout(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		if n == 0 {
+			return false, errPeerClosed
+		}
+		off += n
+	}
+	return true, nil
+}
+
+func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
+	for off := 0; off < len(b); {
+		n, err := unix.Write(fd, b[off:])
+		if err != nil {
+			if err == unix.EINTR || (isTimeout(err) && phase.Load() != phStop) {
+				continue
+			}
+			if isTimeout(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		off += n
+	}
+	return true, nil
+}
+
+func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
+	buf := make([]byte, size)
+	h, fd := s.hist, s.fd
+	for {
+		ph := phase.Load()
+		if ph == phStop {
+			return nil
+		}
+		t0 := nanotime()
+		if ok, err := writeAll(fd, buf, phase); !ok {
+			return err
+		}
+		if ok, err := readAll(fd, buf, phase); !ok {
+			return err
+		}
+		t1 := nanotime()
+		if ph == phMeasure {
+			h.record(t1 - t0)
+			s.txns++
+		}
+	}
+}
+
+// putSeq writes seq into b's first min(len(b), 8) bytes, little-endian, so
+// even a 1-byte datagram carries the low bits of its sequence number: a late
+// reply is told from the current one unless it is 256 transactions late.
+func putSeq(b []byte, seq uint64) {
+	for i := 0; i < len(b) && i < 8; i++ {
+		b[i] = byte(seq >> (8 * i))
+	}
+}
+
+func seqMatches(b []byte, seq uint64) bool {
+	for i := 0; i < len(b) && i < 8; i++ {
+		if b[i] != byte(seq>>(8*i)) {
+			return false
+		}
+	}
+	return true
+}
+
+func udpLatLoop(s *stream, size int, phase *atomic.Int32) error {
+	out := make([]byte, size)
+	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
+	h, fd := s.hist, s.fd
+	var seq uint64
+	for {
+		ph := phase.Load()
+		if ph == phStop {
+			return nil
+		}
+		seq++
+		putSeq(out, seq)
+		t0 := nanotime()
+		if _, err := unix.Write(fd, out); err != nil {
+			if err == unix.ECONNREFUSED || err == unix.EINTR || isTimeout(err) {
+				continue // an ICMP error from an earlier datagram; not ours to count
+			}
+			return err
+		}
+		if ph == phMeasure {
+			s.sent++
+		}
+		for {
+			n, err := unix.Read(fd, in)
+			if err != nil {
+				if err == unix.EINTR || err == unix.ECONNREFUSED {
+					continue
+				}
+				if isTimeout(err) { // no reply within UDPTimeout: lost, never latency
+					if ph == phMeasure {
+						s.lost++
+					}
+					break
+				}
+				return err
+			}
+			if n != size || !seqMatches(in[:n], seq) {
+				if ph == phMeasure {
+					s.late++
+				}
+				continue
+			}
+			t1 := nanotime()
+			if ph == phMeasure {
+				h.record(t1 - t0)
+				s.txns++
+			}
+			break
+		}
+	}
+}
+
+func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phase *atomic.Int32) error {
+	req := make([]byte, preambleLen+o.MsgSize)
+	putPreamble(req, kindCRR, session, uint32(i))
+	resp := make([]byte, o.MsgSize)
+	sa, af := sockaddr(ip, o.Port)
+	tv := unix.NsecToTimeval(int64(time.Second))
+	h := s.hist
+	for {
+		ph := phase.Load()
+		if ph == phStop {
+			return nil
+		}
+		t0 := nanotime()
+		fd, err := unix.Socket(af, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		// SO_SNDTIMEO bounds connect; SO_RCVTIMEO the response.
+		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		err = unix.Connect(fd, sa)
+		for err == unix.EINTR {
+			err = unix.Connect(fd, sa)
+		}
+		if err == nil {
+			err = writeFull(fd, req)
+		}
+		if err == nil {
+			err = readFull(fd, resp)
+		}
+		unix.Close(fd)
+		if err != nil {
+			if phase.Load() == phStop && (isTimeout(err) || err == unix.EINPROGRESS) {
+				return nil
+			}
+			return err
+		}
+		t1 := nanotime()
+		if ph == phMeasure {
+			h.record(t1 - t0)
+			s.txns++
+		}
+	}
+}
+
+func tcpBWLoop(s *stream, size int, phase *atomic.Int32) error {
+	buf := make([]byte, size)
+	fd := s.fd
+	for {
+		ph := phase.Load()
+		if ph == phStop {
+			return nil
+		}
+		n, err := unix.Write(fd, buf)
+		if err != nil {
+			if err == unix.EINTR || isTimeout(err) {
+				continue
+			}
+			return err
+		}
+		if ph == phMeasure {
+			s.bytes += int64(n)
+		}
+	}
+}
+
+// udpBatch is how many datagrams one sendmmsg call carries.
+const udpBatch = 64
+
+func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error {
+	b := newBatch(udpBatch, size)
+	fd := s.fd
+	var seq, mseq uint64
+	pps := rateBps / 8 / float64(size)
+	var rateStart int64
+	var rateSent int64
+	withTS := size >= udpHdrTS
+	for {
+		ph := phase.Load()
+		if ph == phStop {
+			return nil
+		}
+		n := udpBatch
+		if pps > 0 {
+			now := nanotime()
+			if rateStart == 0 {
+				rateStart = now
+			}
+			allowed := int64(float64(now-rateStart)*pps/1e9) - rateSent
+			if allowed <= 0 {
+				// Sleep about one datagram's worth, at least the timer's grain.
+				time.Sleep(time.Duration(max(1e9/pps, 50e3)))
+				continue
+			}
+			n = int(min(allowed, udpBatch))
+		}
+		for k := 0; k < n; k++ {
+			var ts int64
+			if withTS {
+				ts = nanotime()
+			}
+			if ph == phMeasure {
+				putUDPHdr(b.bufs[k], (mseq+uint64(k))|measuredBit, ts)
+			} else {
+				putUDPHdr(b.bufs[k], seq+uint64(k), ts)
+			}
+		}
+		sent, err := sendmmsg(fd, b, n)
+		if err != nil {
+			if err == unix.EINTR || err == unix.ECONNREFUSED || err == unix.ENOBUFS || isTimeout(err) {
+				continue
+			}
+			return err
+		}
+		rateSent += int64(sent)
+		if ph == phMeasure {
+			mseq += uint64(sent)
+			s.sent += int64(sent)
+			s.bytes += int64(sent) * int64(size)
+		} else {
+			seq += uint64(sent)
+		}
+	}
+}
+

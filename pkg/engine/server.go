@@ -1,0 +1,691 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
+	"golang.org/x/sys/unix"
+)
+
+// ServerOptions configures a server.
+type ServerOptions struct {
+	// Listen is ADDR:PORT; an empty address means all IPv4 addresses, an
+	// empty string means ":7420".
+	Listen string
+	// Version is cnibench's version, sent in the welcome.
+	Version string
+	// MaxSession bounds one client's session (setup to report); 0 means 10m.
+	MaxSession time.Duration
+	// FS is where /proc and /sys are read; the zero value means the host.
+	FS sysinfo.FS
+	// Log receives one line per session and per rejected connection; nil discards.
+	Log io.Writer
+}
+
+// Server serves many clients at once on one TCP and one UDP port of the same
+// number. A malformed, slow or killed client ends only its own session.
+type Server struct {
+	o      ServerOptions
+	ip     net.IP
+	port   int
+	tcpFD  int
+	udpFD  int
+	closed atomic.Bool
+	env    result.Fingerprint
+
+	mu       sync.Mutex
+	sessions map[uint32]*session
+	nextID   uint32
+	wg       sync.WaitGroup
+}
+
+// Listen binds the TCP and UDP sockets. A port in use is an error naming it.
+func Listen(o ServerOptions) (*Server, error) {
+	if o.Listen == "" {
+		o.Listen = ":" + strconv.Itoa(DefaultPort)
+	}
+	if o.MaxSession <= 0 {
+		o.MaxSession = 10 * time.Minute
+	}
+	if o.FS == (sysinfo.FS{}) {
+		o.FS = sysinfo.Host
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	host, ps, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("bad --listen %q: want ADDR:PORT or :PORT", o.Listen)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return nil, fmt.Errorf("bad --listen %q: port must be 1-65535", o.Listen)
+	}
+	ip := net.IPv4zero
+	if host != "" {
+		if ip = net.ParseIP(host); ip == nil {
+			return nil, fmt.Errorf("bad --listen %q: %q is not an IP address", o.Listen, host)
+		}
+	}
+	s := &Server{o: o, ip: ip, port: port, sessions: map[uint32]*session{}, nextID: 1}
+	// TCP first: a TCP listener is exclusive, so a second server on the same
+	// port fails here rather than silently sharing the SO_REUSEPORT UDP port.
+	if s.tcpFD, err = listenTCP(ip, port); err != nil {
+		return nil, fmt.Errorf("listen tcp %s: %w (is another server running? choose another --listen port)", o.Listen, err)
+	}
+	if s.udpFD, err = udpSocket(ip, port); err != nil {
+		unix.Close(s.tcpFD)
+		return nil, fmt.Errorf("listen udp %s: %w (choose another --listen port)", o.Listen, err)
+	}
+	_ = setTimeouts(s.udpFD, 200*time.Millisecond, 0)
+	s.env = o.FS.Fingerprint(o.Version)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return net.JoinHostPort(s.ip.String(), strconv.Itoa(s.port)) }
+
+// Serve runs until ctx is cancelled, then ends every session and returns.
+func (s *Server) Serve(ctx context.Context) error {
+	done := make(chan struct{}, 2)
+	go func() { s.acceptLoop(); done <- struct{}{} }()
+	go func() { s.udpLoop(); done <- struct{}{} }()
+	<-ctx.Done()
+	s.closed.Store(true)
+	// shutdown wakes a thread blocked in accept (close alone does not).
+	_ = unix.Shutdown(s.tcpFD, unix.SHUT_RDWR)
+	<-done
+	<-done
+	unix.Close(s.tcpFD)
+	unix.Close(s.udpFD)
+	s.mu.Lock()
+	for _, ss := range s.sessions {
+		ss.abort()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) logf(format string, a ...any) {
+	fmt.Fprintf(s.o.Log, time.Now().Format("15:04:05.000")+" "+format+"\n", a...)
+}
+
+func (s *Server) session(id uint32) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+func (s *Server) acceptLoop() {
+	buf := make([]byte, preambleLen+maxCRRInline)
+	for {
+		fd, _, err := unix.Accept4(s.tcpFD, unix.SOCK_CLOEXEC)
+		if err != nil {
+			if s.closed.Load() {
+				return
+			}
+			if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM {
+				s.logf("accept: %v; pausing", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		if s.crrInline(fd, buf) {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handleConn(fd)
+		}()
+	}
+}
+
+// maxCRRInline is the largest tcp_crr request answered on the accept thread.
+const maxCRRInline = 4096
+
+// crrInline answers a tcp_crr transaction on the accept thread when the
+// whole request is already queued: the common case, and it saves a goroutine
+// and a thread wake-up per connection. Only non-blocking calls are made, so
+// a misbehaving client cannot stall the accept loop.
+func (s *Server) crrInline(fd int, buf []byte) bool {
+	n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT|unix.MSG_PEEK)
+	if err != nil || n < preambleLen {
+		return false
+	}
+	kind, sid, _, err := parsePreamble(buf[:n])
+	if err != nil || kind != kindCRR {
+		return false
+	}
+	ss := s.session(sid)
+	if ss == nil || ss.setup.Test != result.TCPCRR || n != preambleLen+ss.setup.MsgSize {
+		return false
+	}
+	if _, _, err := unix.Recvfrom(fd, buf[:n], unix.MSG_DONTWAIT); err != nil {
+		return false
+	}
+	_, err = unix.SendmsgN(fd, ss.resp, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	unix.Close(fd)
+	return err == nil
+}
+
+func (s *Server) handleConn(fd int) {
+	_ = setTimeouts(fd, 5*time.Second, 5*time.Second)
+	var pre [preambleLen]byte
+	if err := readFull(fd, pre[:]); err != nil {
+		unix.Close(fd)
+		return
+	}
+	kind, sid, stream, err := parsePreamble(pre[:])
+	if err != nil {
+		s.logf("rejected a connection: %v", err)
+		unix.Close(fd)
+		return
+	}
+	switch kind {
+	case kindControl:
+		s.control(fd)
+	case kindData:
+		ss := s.session(sid)
+		if ss == nil || !ss.attachTCP(int(stream), fd) {
+			unix.Close(fd)
+			return
+		}
+		ss.runTCP(int(stream), fd)
+	case kindCRR:
+		ss := s.session(sid)
+		if ss == nil || ss.setup.Test != result.TCPCRR {
+			unix.Close(fd)
+			return
+		}
+		req := make([]byte, ss.setup.MsgSize)
+		if readFull(fd, req) == nil {
+			_ = writeFull(fd, ss.resp)
+		}
+		unix.Close(fd)
+	}
+}
+
+func (s *Server) udpLoop() {
+	buf := make([]byte, 2048)
+	for !s.closed.Load() {
+		n, from, err := unix.Recvfrom(s.udpFD, buf, 0)
+		if err != nil || from == nil {
+			continue
+		}
+		sid, stream, ok := parseUDPHello(buf[:n], udpHelloMagic)
+		if !ok {
+			continue // not ours, or data that raced a stream's socket: dropped
+		}
+		ss := s.session(sid)
+		if ss == nil {
+			continue
+		}
+		ss.attachUDP(int(stream), from)
+	}
+}
+
+// control runs one client's session on its control connection.
+func (s *Server) control(fd int) {
+	f := os.NewFile(uintptr(fd), "control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	peer := c.RemoteAddr().String()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	h, err := readMsg(c, msgHello)
+	if err != nil {
+		s.logf("%s: bad hello: %v", peer, err)
+		return
+	}
+	if h.Proto != ProtoVersion {
+		ve := &VersionError{Client: h.Proto, Server: ProtoVersion, ClientVersion: h.Version, ServerVersion: s.o.Version}
+		s.logf("%s: %v", peer, ve)
+		_ = writeMsg(c, &Msg{Type: msgError, Error: ve.Error()})
+		return
+	}
+	s.mu.Lock()
+	id := s.nextID
+	s.nextID++
+	s.mu.Unlock()
+	if err := writeMsg(c, &Msg{Type: msgWelcome, Proto: ProtoVersion, Version: s.o.Version, Session: id, Env: &s.env}); err != nil {
+		return
+	}
+	m, err := readMsg(c, msgSetup)
+	if err != nil || m.Setup == nil {
+		s.logf("%s: bad setup: %v", peer, err)
+		return
+	}
+	if err := s.checkSetup(m.Setup); err != nil {
+		_ = writeMsg(c, &Msg{Type: msgError, Error: err.Error()})
+		return
+	}
+	ss := newSession(s, id, *m.Setup)
+	s.mu.Lock()
+	s.sessions[id] = ss
+	s.mu.Unlock()
+	defer func() {
+		ss.abort()
+		ss.wait()
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+	}()
+	st := m.Setup
+	s.logf("%s: session %d: %s msg %d B parallel %d for %v", peer, id, st.Test, st.MsgSize, st.Parallel, time.Duration(st.DurationNs))
+	// The whole session, not only each read, is bounded in time.
+	_ = c.SetDeadline(time.Now().Add(time.Duration(st.DurationNs+st.WarmupNs) + 30*time.Second))
+	if err := writeMsg(c, &Msg{Type: msgReady}); err != nil {
+		return
+	}
+	if _, err := readMsg(c, msgStart); err != nil {
+		s.logf("%s: session %d ended before start: %v", peer, id, err)
+		return
+	}
+	a := ss.snapshot()
+	stop, err := readMsg(c, msgStop)
+	if err != nil {
+		s.logf("%s: session %d ended before stop: %v", peer, id, err)
+		return
+	}
+	rep := ss.finish(a, stop.UDPSent)
+	if err := writeMsg(c, &Msg{Type: msgReport, Report: rep}); err != nil {
+		s.logf("%s: session %d: send report: %v", peer, id, err)
+	}
+}
+
+func (s *Server) checkSetup(st *Setup) error {
+	if !result.ValidTest(st.Test) {
+		return fmt.Errorf("unknown test %q (known: %v)", st.Test, result.Tests)
+	}
+	if err := CheckSize(st.Test, st.MsgSize); err != nil {
+		return err
+	}
+	if st.Parallel < 1 || st.Parallel > MaxParallel {
+		return fmt.Errorf("parallel %d out of range 1-%d", st.Parallel, MaxParallel)
+	}
+	if st.DurationNs <= 0 || st.WarmupNs < 0 {
+		return errors.New("duration must be > 0 and warmup ≥ 0")
+	}
+	if d := time.Duration(st.DurationNs + st.WarmupNs); d > s.o.MaxSession {
+		return fmt.Errorf("duration+warmup %v exceeds this server's session limit %v", d, s.o.MaxSession)
+	}
+	return nil
+}
+
+// MaxParallel bounds --parallel.
+const MaxParallel = 128
+
+// CheckSize validates a message size for a test.
+func CheckSize(test string, size int) error {
+	switch {
+	case size < 1:
+		return fmt.Errorf("message size %d: must be at least 1 byte", size)
+	case (test == result.UDPLat || test == result.UDPBW) && size > 65507:
+		return fmt.Errorf("message size %d: a UDP datagram carries at most 65507 bytes", size)
+	case test == result.UDPBW && size < udpHdrMin:
+		return fmt.Errorf("message size %d: udp_bw needs at least %d bytes for its sequence number", size, udpHdrMin)
+	case size > 16<<20:
+		return fmt.Errorf("message size %d: at most 16M", size)
+	}
+	return nil
+}
+
+// session is one client's test on the server.
+type session struct {
+	srv   *Server
+	id    uint32
+	setup Setup
+	resp  []byte // tcp_crr response
+
+	mu      sync.Mutex
+	fds     map[int]int // stream -> fd
+	stopped bool
+	wg      sync.WaitGroup
+	stop    atomic.Bool
+
+	bytes    []atomic.Int64 // per stream, bytes received (sinks)
+	lastRecv atomic.Int64   // nanotime of the last udp_bw datagram
+	trackers []*seqTracker  // per stream, owned by its loop until wg.Wait
+}
+
+func newSession(s *Server, id uint32, st Setup) *session {
+	ss := &session{srv: s, id: id, setup: st, fds: map[int]int{},
+		bytes: make([]atomic.Int64, st.Parallel), trackers: make([]*seqTracker, st.Parallel)}
+	if st.Test == result.TCPCRR {
+		ss.resp = make([]byte, st.MsgSize)
+	}
+	return ss
+}
+
+// claim reserves stream i for fd; false if out of range, taken or stopped.
+func (ss *session) claim(i, fd int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.stopped || i < 0 || i >= ss.setup.Parallel {
+		return false
+	}
+	if _, taken := ss.fds[i]; taken {
+		return false
+	}
+	ss.fds[i] = fd
+	ss.wg.Add(1)
+	return true
+}
+
+func (ss *session) attachTCP(i, fd int) bool {
+	if ss.setup.Test != result.TCPLat && ss.setup.Test != result.TCPBW {
+		return false
+	}
+	if !ss.claim(i, fd) {
+		return false
+	}
+	// Short timeouts let the loop notice the session's end.
+	_ = setTimeouts(fd, 100*time.Millisecond, time.Second)
+	if ss.setup.Test == result.TCPLat {
+		_ = setNoDelay(fd)
+	}
+	return true
+}
+
+func (ss *session) attachUDP(i int, from unix.Sockaddr) {
+	if ss.setup.Test != result.UDPLat && ss.setup.Test != result.UDPBW {
+		return
+	}
+	var ack [udpHelloLen]byte
+	putUDPHello(ack[:], udpAckMagic, ss.id, uint32(i))
+	ss.mu.Lock()
+	fd, ok := ss.fds[i]
+	ss.mu.Unlock()
+	if ok { // a retried hello: answer again from the stream's socket
+		_, _ = unix.Write(fd, ack[:])
+		return
+	}
+	fd, err := udpSocket(ss.srv.ip, ss.srv.port)
+	if err != nil {
+		ss.srv.logf("session %d: udp socket: %v", ss.id, err)
+		return
+	}
+	if err := unix.Connect(fd, from); err != nil {
+		unix.Close(fd)
+		return
+	}
+	_ = setTimeouts(fd, 100*time.Millisecond, time.Second)
+	if ss.setup.Test == result.UDPBW {
+		// Ask for a large buffer; the kernel caps it at net.core.rmem_max,
+		// which is the knob the UDP-loss experiments turn.
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	}
+	if !ss.claim(i, fd) {
+		unix.Close(fd)
+		return
+	}
+	_, _ = unix.Write(fd, ack[:])
+	go ss.runUDP(i, fd)
+}
+
+func (ss *session) runTCP(i, fd int) {
+	defer ss.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if ss.setup.Test == result.TCPLat {
+		echoTCP(fd, ss.setup.MsgSize, &ss.stop)
+	} else {
+		sinkTCP(fd, &ss.bytes[i], &ss.stop)
+	}
+}
+
+func (ss *session) runUDP(i, fd int) {
+	defer ss.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if ss.setup.Test == result.UDPLat {
+		echoUDP(fd, &ss.stop)
+		return
+	}
+	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS)
+	ss.trackers[i] = t
+	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.lastRecv, &ss.stop)
+}
+
+// abort ends the session's loops and closes its sockets. Idempotent.
+func (ss *session) abort() {
+	ss.stop.Store(true)
+	ss.mu.Lock()
+	if !ss.stopped {
+		ss.stopped = true
+		for _, fd := range ss.fds {
+			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+		}
+	}
+	ss.mu.Unlock()
+}
+
+func (ss *session) wait() {
+	ss.wg.Wait()
+	ss.mu.Lock()
+	for i, fd := range ss.fds {
+		unix.Close(fd)
+		delete(ss.fds, i)
+	}
+	ss.mu.Unlock()
+}
+
+type serverSnap struct {
+	cpu     cpuSnap
+	bytes   []int64
+	retrans []int64
+	retErr  error
+	udp     sysinfo.UDPCounters
+	udpErr  error
+}
+
+func (ss *session) snapshot() serverSnap {
+	s := serverSnap{bytes: make([]int64, len(ss.bytes))}
+	for i := range ss.bytes {
+		s.bytes[i] = ss.bytes[i].Load()
+	}
+	if ss.setup.Test == result.TCPLat || ss.setup.Test == result.TCPBW {
+		s.retrans = make([]int64, ss.setup.Parallel)
+		ss.mu.Lock()
+		for i, fd := range ss.fds {
+			r, err := tcpRetransmits(fd)
+			if err != nil {
+				s.retErr = err
+			}
+			s.retrans[i] = r
+		}
+		ss.mu.Unlock()
+	}
+	if ss.setup.Test == result.UDPLat || ss.setup.Test == result.UDPBW {
+		s.udp, s.udpErr = ss.srv.o.FS.ReadUDP()
+	}
+	s.cpu = takeCPU(ss.srv.o.FS)
+	return s
+}
+
+// finish waits for in-flight datagrams, takes the stop snapshot, ends the
+// loops and builds the report.
+func (ss *session) finish(a serverSnap, udpSent []int64) *Report {
+	if ss.setup.Test == result.UDPBW {
+		// Datagrams sent just before stop may still be in flight or queued:
+		// wait until 100 ms pass without one (at most 2 s).
+		deadline := nanotime() + 2e9
+		for nanotime() < deadline && nanotime()-ss.lastRecv.Load() < 100e6 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	b := ss.snapshot()
+	ss.abort()
+	ss.wait()
+	rep := &Report{Seconds: float64(b.cpu.wall-a.cpu.wall) / 1e9, Missing: map[string]string{}}
+	var txns, moved int64
+	switch ss.setup.Test {
+	case result.TCPBW, result.UDPBW:
+		rep.BytesReceived = make([]int64, len(b.bytes))
+		for i := range b.bytes {
+			rep.BytesReceived[i] = b.bytes[i] - a.bytes[i]
+			moved += rep.BytesReceived[i]
+		}
+	}
+	if ss.setup.Test == result.UDPBW {
+		for _, t := range ss.trackers {
+			if t == nil {
+				rep.UDP = append(rep.UDP, UDPCount{})
+				continue
+			}
+			rep.UDP = append(rep.UDP, t.count())
+		}
+	}
+	if a.retrans != nil {
+		if a.retErr != nil || b.retErr != nil {
+			rep.Missing["tcp.retransmits"] = "server TCP_INFO failed"
+		} else {
+			rep.Retransmits = make([]int64, len(a.retrans))
+			for i := range a.retrans {
+				rep.Retransmits[i] = b.retrans[i] - a.retrans[i]
+			}
+		}
+	}
+	if ss.setup.Test == result.UDPLat || ss.setup.Test == result.UDPBW {
+		if a.udpErr != nil || b.udpErr != nil {
+			rep.Missing["udp.kernel_rcvbuf_errors"] = "server could not read /proc/net/snmp"
+			rep.Missing["udp.kernel_in_errors"] = "server could not read /proc/net/snmp"
+		} else {
+			d := b.udp.Sub(a.udp)
+			if v, ok := d["RcvbufErrors"]; ok {
+				rep.KernelRcvbufErrors = result.I(v)
+			}
+			if v, ok := d["InErrors"]; ok {
+				rep.KernelInErrors = result.I(v)
+			}
+		}
+	}
+	missing := map[string]string{}
+	// The server cannot count transactions (the client does); it reports
+	// us_per_transaction with the client's count filled in by the client.
+	rep.CPU = cpuSide(a.cpu, b.cpu, txns, moved, missing)
+	delete(missing, "us_per_transaction")
+	for k, v := range missing {
+		rep.Missing["cpu.server."+k] = v
+	}
+	_ = udpSent
+	return rep
+}
+
+// Server-side loops. Each runs on a locked OS thread with blocking calls;
+// the 100 ms receive timeout only serves to notice the session's end.
+
+func echoTCP(fd, size int, stop *atomic.Bool) {
+	buf := make([]byte, size)
+	off := 0
+	for {
+		n, err := unix.Read(fd, buf[off:])
+		if err != nil {
+			if (isTimeout(err) || err == unix.EINTR) && !stop.Load() {
+				continue
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		off += n
+		if off < size {
+			continue
+		}
+		off = 0
+		if writeFull(fd, buf) != nil {
+			return
+		}
+	}
+}
+
+func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			if (isTimeout(err) || err == unix.EINTR) && !stop.Load() {
+				continue
+			}
+			return
+		}
+		if n == 0 {
+			return
+		}
+		bytes.Add(int64(n))
+	}
+}
+
+func echoUDP(fd int, stop *atomic.Bool) {
+	buf := make([]byte, 65536)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			if (isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED) && !stop.Load() {
+				continue
+			}
+			return
+		}
+		if stop.Load() { // after shutdown a read returns 0 bytes forever
+			return
+		}
+		_, _ = unix.Write(fd, buf[:n])
+	}
+}
+
+func sinkUDP(fd, size int, t *seqTracker, bytes, last *atomic.Int64, stop *atomic.Bool) {
+	b := newBatch(64, max(size, udpHelloLen))
+	for {
+		n, err := recvmmsg(fd, b)
+		if err != nil {
+			if (isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED) && !stop.Load() {
+				continue
+			}
+			return
+		}
+		if n == 0 && stop.Load() {
+			return
+		}
+		now := nanotime()
+		var got int64
+		for i := range n {
+			l := int(b.hdrs[i].n)
+			p := b.bufs[i][:l]
+			if l < udpHdrMin || p[0] == 'C' { // short, or a retried hello
+				continue
+			}
+			seq := binary.BigEndian.Uint64(p)
+			if seq&measuredBit == 0 {
+				continue // warmup
+			}
+			var ts int64
+			if l >= udpHdrTS {
+				ts = int64(binary.BigEndian.Uint64(p[8:]))
+			}
+			t.add(seq&^measuredBit, ts, now)
+			got += int64(l)
+		}
+		if got > 0 {
+			bytes.Add(got)
+			last.Store(now)
+		}
+	}
+}

@@ -1,0 +1,530 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sync/errgroup"
+)
+
+// builder turns a planned Lab into kernel objects. It holds netlink handles
+// and namespace file descriptors for the duration of Up.
+type builder struct {
+	l   *Lab
+	s   *Spec
+	lo  *layout
+	log io.Writer
+
+	mu      sync.Mutex
+	handles map[string]*netlink.Handle
+	fds     map[string]*os.File
+}
+
+func (b *builder) logf(format string, a ...any) {
+	if b.log != nil {
+		fmt.Fprintf(b.log, format+"\n", a...)
+	}
+}
+
+func (b *builder) close() {
+	for _, h := range b.handles {
+		h.Close()
+	}
+	for _, f := range b.fds {
+		f.Close()
+	}
+}
+
+// handle returns a cached netlink handle inside namespace ns ("" = root).
+func (b *builder) handle(ns string) (*netlink.Handle, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.handles == nil {
+		b.handles, b.fds = map[string]*netlink.Handle{}, map[string]*os.File{}
+	}
+	if h, ok := b.handles[ns]; ok {
+		return h, nil
+	}
+	var h *netlink.Handle
+	var err error
+	if ns == "" {
+		h, err = netlink.NewHandle()
+	} else {
+		h, err = netns.Handle(ns)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.handles[ns] = h
+	return h, nil
+}
+
+// nsFd returns an open fd of a namespace, for creating links directly in it.
+func (b *builder) nsFd(ns string) (netlink.NsFd, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fds == nil {
+		b.handles, b.fds = map[string]*netlink.Handle{}, map[string]*os.File{}
+	}
+	f, ok := b.fds[ns]
+	if !ok {
+		var err error
+		f, err = os.Open(netns.Path(ns))
+		if err != nil {
+			return 0, fmt.Errorf("open netns %q: %w", ns, err)
+		}
+		b.fds[ns] = f
+	}
+	return netlink.NsFd(int(f.Fd())), nil
+}
+
+// parallelism bounds concurrent namespace work: the kernel serialises most
+// netlink on RTNL, but namespace creation and per-namespace setup overlap.
+const parallelism = 4
+
+// each runs fn over items with bounded parallelism, stopping at the first
+// error or when ctx is cancelled.
+func each[T any](ctx context.Context, items []T, fn func(T) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallelism)
+	for _, it := range items {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return fn(it)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (b *builder) build(ctx context.Context) error {
+	b.lo = makeLayout(b.s, b.l.ID)
+	t0 := time.Now()
+	if err := each(ctx, b.l.Namespaces, netns.Create); err != nil {
+		return err
+	}
+	b.logf("namespaces: %d in %v", len(b.l.Namespaces), time.Since(t0).Round(time.Microsecond))
+	var err error
+	switch b.s.Topology {
+	case TopoHost:
+		err = nil // loopback is up from netns.Create
+	case TopoVeth:
+		err = b.buildVeth()
+	case TopoBridge:
+		err = b.buildBridge(ctx)
+	case TopoMacvlan:
+		err = b.buildMacvlan(ctx)
+	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
+		err = b.buildRouted(ctx)
+	case TopoOVSNetdev:
+		err = b.buildOVSNetdev(ctx)
+	case TopoOVSNetdevGeneve:
+		err = b.buildOVSNetdevGeneve(ctx)
+	default:
+		err = fmt.Errorf("topology %q has no builder", b.s.Topology)
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.applyKnobs(ctx)
+}
+
+// link returns a link by name in ns.
+func (b *builder) link(ns, name string) (netlink.Link, error) {
+	h, err := b.handle(ns)
+	if err != nil {
+		return nil, err
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("find link %q in %s: %w", name, nsLabel(ns), err)
+	}
+	return l, nil
+}
+
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "host namespace"
+	}
+	return "netns " + ns
+}
+
+// vethToPod creates a veth pair whose host end (name hostIf, in hostNS) is
+// up and whose other end is "eth0" inside the pod's namespace, in one netlink
+// request (`ip link add hostIf type veth peer name eth0 netns POD`).
+func (b *builder) vethToPod(hostNS string, p pod, master int, mac net.HardwareAddr) error {
+	h, err := b.handle(hostNS)
+	if err != nil {
+		return err
+	}
+	fd, err := b.nsFd(p.netns)
+	if err != nil {
+		return err
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU, la.TxQLen, la.Flags, la.MasterIndex = p.hostIf, b.lo.podMTU, 1000, net.FlagUp, master
+	la.HardwareAddr = mac
+	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}
+	if err := h.LinkAdd(v); err != nil {
+		return fmt.Errorf("create veth %s (%s) to pod %s: %w", p.hostIf, nsLabel(hostNS), p.endpoint, err)
+	}
+	return nil
+}
+
+// podUp configures eth0 in a pod: its address, up, and for routed pods the
+// gateway route and pinned gateway neighbour.
+func (b *builder) podUp(p pod, routed bool, extraRoutes ...*net.IPNet) error {
+	h, err := b.handle(p.netns)
+	if err != nil {
+		return err
+	}
+	eth, err := h.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("pod %s: find eth0: %w", p.endpoint, err)
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(p.prefix, 32)}}
+	if err := h.AddrAdd(eth, addr); err != nil {
+		return fmt.Errorf("pod %s: add address %s: %w", p.endpoint, addr.IPNet, err)
+	}
+	if err := h.LinkSetUp(eth); err != nil {
+		return fmt.Errorf("pod %s: set eth0 up: %w", p.endpoint, err)
+	}
+	idx := eth.Attrs().Index
+	if routed {
+		// ip route add 169.254.1.1 dev eth0 scope link
+		gw := &netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: gatewayIP, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+		if err := h.RouteAdd(gw); err != nil {
+			return fmt.Errorf("pod %s: gateway route: %w", p.endpoint, err)
+		}
+		// ip route add default via 169.254.1.1 dev eth0
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: idx, Gw: gatewayIP}); err != nil {
+			return fmt.Errorf("pod %s: default route: %w", p.endpoint, err)
+		}
+		// ip neigh add 169.254.1.1 lladdr ee:ee:ee:ee:ee:ee dev eth0 nud permanent
+		n := &netlink.Neigh{LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: gatewayIP, HardwareAddr: gatewayMAC}
+		if err := h.NeighAdd(n); err != nil {
+			return fmt.Errorf("pod %s: gateway neighbour: %w", p.endpoint, err)
+		}
+	}
+	for _, dst := range extraRoutes {
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: idx, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("pod %s: route %s: %w", p.endpoint, dst, err)
+		}
+	}
+	return nil
+}
+
+// serviceRoutes is what a pod on a flat L2 topology needs to reach service
+// VIPs, which are DNATed in its own output hook.
+func (b *builder) serviceRoutes(p pod) []*net.IPNet {
+	if b.s.Services > 0 && p.endpoint == "client" {
+		return []*net.IPNet{{IP: net.IPv4(10, 96, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}}
+	}
+	return nil
+}
+
+func (b *builder) buildVeth() error {
+	c, s := b.lo.pods[0], b.lo.pods[1]
+	// Create eth0 in the client and its peer eth0 in the server directly.
+	h, err := b.handle(c.netns)
+	if err != nil {
+		return err
+	}
+	fd, err := b.nsFd(s.netns)
+	if err != nil {
+		return err
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU, la.TxQLen = "eth0", b.lo.podMTU, 1000
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}); err != nil {
+		return fmt.Errorf("create veth client-server: %w", err)
+	}
+	if err := b.podUp(c, false, b.serviceRoutes(c)...); err != nil {
+		return err
+	}
+	return b.podUp(s, false)
+}
+
+// ensureBridge creates a Linux bridge in ns, up, like
+// `ip link add NAME type bridge && ip link set NAME up`.
+func (b *builder) ensureBridge(ns, name string, mtu int) (int, error) {
+	h, err := b.handle(ns)
+	if err != nil {
+		return 0, err
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name, la.Flags, la.MTU = name, net.FlagUp, mtu
+	br := &netlink.Bridge{LinkAttrs: la}
+	if err := h.LinkAdd(br); err != nil {
+		return 0, fmt.Errorf("create bridge %s in %s: %w", name, nsLabel(ns), err)
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().Index, nil
+}
+
+func (b *builder) buildBridge(ctx context.Context) error {
+	brName := mustIf(b.l.ID, "br")
+	brIdx := make([]int, len(b.lo.nodeNS))
+	for i, ns := range b.lo.nodeNS {
+		idx, err := b.ensureBridge(ns, brName, b.lo.podMTU)
+		if err != nil {
+			return err
+		}
+		brIdx[i] = idx
+	}
+	if len(b.lo.nodeNS) == 2 {
+		// The underlay link is a bridge port on both nodes: one L2 segment.
+		u := mustIf(b.l.ID, "u")
+		if err := b.underlay(u, brIdx[0], brIdx[1]); err != nil {
+			return err
+		}
+		for n := 1; n <= 2; n++ {
+			h, _ := b.handle(b.lo.nodeNS[n-1])
+			br, err := h.LinkByIndex(brIdx[n-1])
+			if err != nil {
+				return err
+			}
+			a := &netlink.Addr{IPNet: &net.IPNet{IP: bridgeNodeIP(n), Mask: net.CIDRMask(16, 32)}}
+			if err := h.AddrAdd(br, a); err != nil {
+				return fmt.Errorf("node%d: address on bridge: %w", n, err)
+			}
+		}
+	}
+	return each(ctx, b.lo.pods, func(p pod) error {
+		if err := b.vethToPod(b.lo.nodeNS[p.node-1], p, brIdx[p.node-1], nil); err != nil {
+			return err
+		}
+		return b.podUp(p, false, b.serviceRoutes(p)...)
+	})
+}
+
+// underlay joins node1 and node2 with a veth pair named name in both nodes.
+// master1/master2 enslave the ends to a bridge (0 = none).
+func (b *builder) underlay(name string, master1, master2 int) error {
+	h1, err := b.handle(b.lo.nodeNS[0])
+	if err != nil {
+		return err
+	}
+	h2, err := b.handle(b.lo.nodeNS[1])
+	if err != nil {
+		return err
+	}
+	fd2, err := b.nsFd(b.lo.nodeNS[1])
+	if err != nil {
+		return err
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU, la.TxQLen, la.Flags, la.MasterIndex = name, b.lo.underMTU, 1000, net.FlagUp, master1
+	v := &netlink.Veth{LinkAttrs: la, PeerName: name, PeerNamespace: fd2, PeerMTU: uint32(b.lo.underMTU), PeerTxQLen: 1000}
+	if err := h1.LinkAdd(v); err != nil {
+		return fmt.Errorf("create underlay veth %s: %w", name, err)
+	}
+	peer, err := h2.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("node2: find underlay %s: %w", name, err)
+	}
+	if master2 != 0 {
+		if err := h2.LinkSetMasterByIndex(peer, master2); err != nil {
+			return fmt.Errorf("node2: enslave underlay: %w", err)
+		}
+	}
+	if err := h2.LinkSetUp(peer); err != nil {
+		return fmt.Errorf("node2: set underlay up: %w", err)
+	}
+	return nil
+}
+
+func (b *builder) buildMacvlan(ctx context.Context) error {
+	node := b.lo.nodeNS[0]
+	h, err := b.handle(node)
+	if err != nil {
+		return err
+	}
+	// The node's "NIC": a veth pair inside the node namespace. The kernel
+	// here has no dummy module, and a macvlan parent needs carrier, which a
+	// veth whose peer is up has.
+	nic := mustIf(b.l.ID, "eth0")
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU, la.TxQLen, la.Flags = nic, b.lo.podMTU, 1000, net.FlagUp
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: mustIf(b.l.ID, "wire"), PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}); err != nil {
+		return fmt.Errorf("node1: create link %s: %w", nic, err)
+	}
+	wire, err := h.LinkByName(mustIf(b.l.ID, "wire"))
+	if err != nil {
+		return err
+	}
+	if err := h.LinkSetUp(wire); err != nil {
+		return err
+	}
+	parent, err := h.LinkByName(nic)
+	if err != nil {
+		return err
+	}
+	return each(ctx, b.lo.pods, func(p pod) error {
+		fd, err := b.nsFd(p.netns)
+		if err != nil {
+			return err
+		}
+		// ip link add eth0 link NIC netns POD type macvlan mode bridge
+		ma := netlink.NewLinkAttrs()
+		ma.Name, ma.ParentIndex, ma.Namespace, ma.MTU = "eth0", parent.Attrs().Index, fd, b.lo.podMTU
+		if err := h.LinkAdd(&netlink.Macvlan{LinkAttrs: ma, Mode: netlink.MACVLAN_MODE_BRIDGE}); err != nil {
+			return fmt.Errorf("create macvlan for pod %s: %w", p.endpoint, err)
+		}
+		return b.podUp(p, false, b.serviceRoutes(p)...)
+	})
+}
+
+// buildRouted builds native, vxlan, geneve and ipip: two nodes on an
+// underlay veth, pods attached by veth and reached through /32 routes.
+func (b *builder) buildRouted(ctx context.Context) error {
+	u := mustIf(b.l.ID, "u")
+	if err := b.underlay(u, 0, 0); err != nil {
+		return err
+	}
+	for n := 1; n <= 2; n++ {
+		ns := b.lo.nodeNS[n-1]
+		h, err := b.handle(ns)
+		if err != nil {
+			return err
+		}
+		ul, err := h.LinkByName(u)
+		if err != nil {
+			return err
+		}
+		if err := h.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
+			return fmt.Errorf("node%d: underlay address: %w", n, err)
+		}
+		if err := nsSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
+			return fmt.Errorf("node%d: %w", n, err)
+		}
+		if err := b.nodeRoutes(h, n, ul); err != nil {
+			return fmt.Errorf("node%d: %w", n, err)
+		}
+	}
+	return each(ctx, b.lo.pods, func(p pod) error {
+		ns := b.lo.nodeNS[p.node-1]
+		if err := b.vethToPod(ns, p, 0, gatewayMAC); err != nil {
+			return err
+		}
+		h, err := b.handle(ns)
+		if err != nil {
+			return err
+		}
+		hl, err := h.LinkByName(p.hostIf)
+		if err != nil {
+			return err
+		}
+		// ip route add POD/32 dev hostIf scope link
+		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+		if err := h.RouteAdd(r); err != nil {
+			return fmt.Errorf("node%d: route to pod %s: %w", p.node, p.endpoint, err)
+		}
+		return b.podUp(p, true)
+	})
+}
+
+// nodeRoutes adds node n's tunnel (if any) and its route to the other
+// node's pod CIDR.
+func (b *builder) nodeRoutes(h *netlink.Handle, n int, ul netlink.Link) error {
+	m := 3 - n // the other node
+	la := netlink.NewLinkAttrs()
+	la.Flags = net.FlagUp
+	la.MTU = b.lo.underMTU - overhead(b.s.Topology)
+	var tun netlink.Link
+	switch b.s.Topology {
+	case TopoNative:
+		// ip route add 10.244.M.0/24 via 172.31.0.M dev u
+		return h.RouteAdd(&netlink.Route{LinkIndex: ul.Attrs().Index, Dst: podCIDR(m), Gw: nodeIP(m)})
+	case TopoVXLAN:
+		la.Name = mustIf(b.l.ID, "vx")
+		tun = &netlink.Vxlan{LinkAttrs: la, VxlanId: vxlanVNI, VtepDevIndex: ul.Attrs().Index,
+			SrcAddr: nodeIP(n), Group: nodeIP(m), Port: vxlanPort, Learning: true}
+	case TopoGeneve:
+		la.Name = mustIf(b.l.ID, "gn")
+		tun = &netlink.Geneve{LinkAttrs: la, ID: vxlanVNI, Remote: nodeIP(m), Dport: genevePort}
+	case TopoIPIP:
+		la.Name = mustIf(b.l.ID, "tn")
+		tun = &netlink.Iptun{LinkAttrs: la, Local: nodeIP(n), Remote: nodeIP(m), Link: uint32(ul.Attrs().Index), PMtuDisc: 1}
+	}
+	if err := h.LinkAdd(tun); err != nil {
+		return wrapNotSupported(b.s.Topology, fmt.Errorf("create %s device %s: %w", b.s.Topology, la.Name, err))
+	}
+	tl, err := h.LinkByName(la.Name)
+	if err != nil {
+		return err
+	}
+	if b.s.Topology == TopoIPIP {
+		// A point-to-point tunnel: the route needs no next hop.
+		return h.RouteAdd(&netlink.Route{LinkIndex: tl.Attrs().Index, Dst: podCIDR(m), Scope: netlink.SCOPE_LINK})
+	}
+	if err := h.AddrAdd(tl, &netlink.Addr{IPNet: &net.IPNet{IP: tunIP(n), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		return fmt.Errorf("tunnel address: %w", err)
+	}
+	// ip route add 10.244.M.0/24 via 10.245.0.M dev TUN
+	return h.RouteAdd(&netlink.Route{LinkIndex: tl.Attrs().Index, Dst: podCIDR(m), Gw: tunIP(m)})
+}
+
+// kernelConfig names the kernel option each tunnel needs, for errors.
+var kernelConfig = map[string]string{TopoGeneve: "CONFIG_GENEVE", TopoIPIP: "CONFIG_NET_IPIP", TopoVXLAN: "CONFIG_VXLAN"}
+
+func wrapNotSupported(topo string, err error) error {
+	if isNotSupported(err) {
+		return fmt.Errorf("%s: %w by this kernel (%s)", topo, ErrNotSupported, kernelConfig[topo])
+	}
+	return err
+}
+
+// probeTunnel creates the topology's tunnel device in a scratch namespace.
+func probeTunnel(ns, topo string) error {
+	h, err := netns.Handle(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	la := netlink.NewLinkAttrs()
+	la.Name = "probe0"
+	var l netlink.Link
+	switch topo {
+	case TopoGeneve:
+		l = &netlink.Geneve{LinkAttrs: la, ID: 1, Remote: net.IPv4(192, 0, 2, 1), Dport: genevePort}
+	case TopoIPIP:
+		l = &netlink.Iptun{LinkAttrs: la, Local: net.IPv4(192, 0, 2, 1), Remote: net.IPv4(192, 0, 2, 2)}
+	default:
+		return nil
+	}
+	if err := h.LinkAdd(l); err != nil {
+		if isNotSupported(err) {
+			return fmt.Errorf("%s: %w by this kernel (%s); nothing was created", topo, ErrNotSupported, kernelConfig[topo])
+		}
+		return fmt.Errorf("%s: probe tunnel device: %w; nothing was created", topo, err)
+	}
+	return nil
+}
+
+// isNotSupported recognises the kernel's answer to an unknown link kind.
+func isNotSupported(err error) bool {
+	return errors.Is(err, syscall.EOPNOTSUPP)
+}

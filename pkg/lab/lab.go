@@ -1,0 +1,199 @@
+// Package lab builds real container datapaths on one Linux host: network
+// namespaces for pods and for emulated nodes, joined by veth, Linux bridges,
+// macvlan, routed underlays, VXLAN (and GENEVE/IPIP where the kernel has them)
+// and Open vSwitch userspace (netdev) bridges, with nftables knobs on the path.
+//
+// A Spec is pure data (a preset plus knobs); Up turns it into a Lab, whose
+// state is a JSON file under StateDir written before anything is created, so
+// that Down, or Clean after a crash, can remove everything. All objects are
+// named cnb-<id>-<suffix> (package runid) and live inside the lab's own
+// namespaces, except what Open vSwitch's userspace datapath needs in the root
+// namespace (veth host ends and bridges, also named cnb-<id>-…).
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// StateDir holds one JSON file per lab. A variable so tests can isolate it.
+var StateDir = "/run/cnibench/labs"
+
+// ErrNotSupported is wrapped by errors about a kernel or host that lacks a
+// feature a topology needs (e.g. CONFIG_GENEVE). Nothing is left behind.
+var ErrNotSupported = errors.New("not supported")
+
+// Endpoint is a place traffic can start or end in a lab.
+type Endpoint struct {
+	Name  string `json:"name"`  // "client", "server", "node1", "node2", or an extra pod
+	Kind  string `json:"kind"`  // "pod" or "node"
+	Netns string `json:"netns"` // named namespace; "" = the host's namespace
+	IP    string `json:"ip"`    // the endpoint's address (pods: pod IP; nodes: underlay IP)
+}
+
+// Lab is a built topology, and its state file.
+type Lab struct {
+	Name      string              `json:"name"`
+	ID        string              `json:"id"`
+	Preset    string              `json:"preset"`
+	Spec      *Spec               `json:"spec"`
+	Knobs     map[string]string   `json:"knobs,omitempty"`
+	Endpoints map[string]Endpoint `json:"endpoints"`
+	// ServiceIP is the service VIP that DNATs to the server pod (services=N).
+	ServiceIP string `json:"service_ip,omitempty"`
+	// PodMTU is the MTU of the pods' interfaces.
+	PodMTU int `json:"pod_mtu,omitempty"`
+	// Pods counts all pods, client and server included.
+	Pods int `json:"pods"`
+
+	// What exists or may exist on the host; teardown removes exactly this.
+	Namespaces []string        `json:"namespaces"`
+	HostLinks  []string        `json:"host_links,omitempty"`  // links in the root namespace
+	OVSBridges []string        `json:"ovs_bridges,omitempty"` // OVS bridges
+	StartedOVS bool            `json:"started_ovs,omitempty"` // we started the host's ovsdb-server/ovs-vswitchd
+	PrivateOVS []string        `json:"private_ovs,omitempty"` // run dirs of per-node OVS instances
+	Sysctls    []SysctlJournal `json:"sysctls,omitempty"`     // host sysctls changed, with old values
+
+	Created  time.Time `json:"created"`
+	PID      int       `json:"pid"`      // the process that ran Up
+	Complete bool      `json:"complete"` // Up finished
+	UpTime   string    `json:"up_time,omitempty"`
+}
+
+// SysctlJournal records a host sysctl the lab changed, so Down restores it.
+type SysctlJournal struct {
+	Path string `json:"path"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+}
+
+// Endpoint returns a named endpoint or an error listing the endpoints.
+func (l *Lab) Endpoint(name string) (Endpoint, error) {
+	if e, ok := l.Endpoints[name]; ok {
+		return e, nil
+	}
+	return Endpoint{}, fmt.Errorf("lab %s has no endpoint %q (endpoints: %s)", l.Name, name, strings.Join(l.EndpointNames(), ", "))
+}
+
+// EndpointNames returns the endpoint names: client, server, nodes, then other pods.
+func (l *Lab) EndpointNames() []string {
+	rank := map[string]int{"client": 0, "server": 1, "node1": 2, "node2": 3}
+	var out []string
+	for k := range l.Endpoints {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ri, oki := rank[out[i]]
+		rj, okj := rank[out[j]]
+		switch {
+		case oki && okj:
+			return ri < rj
+		case oki != okj:
+			return oki
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func statePath(name string) string { return filepath.Join(StateDir, name+".json") }
+
+// save writes the state file atomically and durably: it is the journal that
+// lets a later Down or Clean find what this lab created.
+func (l *Lab) save() error {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return fmt.Errorf("lab state dir: %w", err)
+	}
+	data, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := statePath(l.Name) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write lab state: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write lab state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write lab state: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, statePath(l.Name))
+}
+
+// Get reads a lab's state.
+func Get(name string) (*Lab, error) {
+	data, err := os.ReadFile(statePath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no lab named %q (see `cnibench lab list`)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l Lab
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("lab %s: corrupt state file %s: %v (remove it with `cnibench lab clean`)", name, statePath(name), err)
+	}
+	if l.Spec != nil && l.Spec.NotrackText != "" {
+		_ = l.Spec.Set("notrack", l.Spec.NotrackText) // rebuild the parsed form
+	}
+	return &l, nil
+}
+
+// List returns every lab with a readable state file, sorted by name, and an
+// error for each unreadable one.
+func List() ([]*Lab, error) {
+	ents, err := os.ReadDir(StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Lab
+	var errs []error
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Size() == 0 {
+			continue // a name reserved by an `up` that has not written its state yet
+		}
+		l, err := Get(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+// Down removes everything the lab created and its state file. Objects that
+// are already gone are not errors, so Down is idempotent.
+func (l *Lab) Down(ctx context.Context) error {
+	err := l.teardown(ctx)
+	if err != nil {
+		return fmt.Errorf("lab %s down: %w", l.Name, err)
+	}
+	if rerr := os.Remove(statePath(l.Name)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return rerr
+	}
+	_ = os.Remove(statePath(l.Name) + ".tmp")
+	return nil
+}

@@ -1,0 +1,483 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+)
+
+// leftovers lists every host object of run id that still exists.
+func leftovers(t *testing.T, id string) []string {
+	t.Helper()
+	var out []string
+	prefix := runid.Prefix + id + "-"
+	nss, err := netns.List(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nss {
+		out = append(out, "netns "+n)
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, prefix) {
+			out = append(out, "link "+l.Attrs().Name)
+		}
+	}
+	if c, err := nftables.New(); err == nil {
+		ts, _ := c.ListTables()
+		for _, tb := range ts {
+			if tb.Name == nameOfTable(id) {
+				out = append(out, "nft table "+tb.Name)
+			}
+		}
+	}
+	if hostOVSRunning() {
+		o, err := exec.Command("ovs-vsctl", "--timeout=5", "list-br").Output()
+		if err == nil {
+			for _, br := range strings.Fields(string(o)) {
+				if strings.HasPrefix(br, prefix) {
+					out = append(out, "ovs bridge "+br)
+				}
+			}
+		}
+	}
+	if ents, err := os.ReadDir(privOVSRoot); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, "ovs dir "+e.Name())
+			}
+		}
+	}
+	labs, _ := List()
+	for _, l := range labs {
+		if l.ID == id {
+			out = append(out, "state "+l.Name)
+		}
+	}
+	return out
+}
+
+func assertClean(t *testing.T, id string) {
+	t.Helper()
+	if left := leftovers(t, id); len(left) > 0 {
+		t.Errorf("leftovers of cnb-%s: %v", id, left)
+	}
+}
+
+// echoTCP starts a TCP echo server on ip:port inside ns. The socket belongs
+// to ns for its life, so accepting and echoing need not stay in netns.Do.
+func echoTCP(t *testing.T, ns, addr string) {
+	t.Helper()
+	var ln net.Listener
+	if err := netns.Do(ns, func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {
+		t.Fatalf("listen %s in %s: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+}
+
+func echoUDP(t *testing.T, ns, addr string) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := netns.Do(ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
+		t.Fatalf("listen udp %s in %s: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}()
+}
+
+// roundTrip sends size bytes over TCP from ns to addr and checks the echo.
+func roundTrip(t *testing.T, ns, addr string, size int) {
+	t.Helper()
+	var c net.Conn
+	if err := netns.Do(ns, func() (err error) { c, err = net.DialTimeout("tcp4", addr, 3*time.Second); return }); err != nil {
+		t.Fatalf("tcp dial %s from %s: %v", addr, ns, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := bytes.Repeat([]byte("cnibench"), size/8)
+	go func() { _, _ = c.Write(msg) }()
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("tcp echo %s from %s: %v", addr, ns, err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("tcp echo %s from %s: corrupted data", addr, ns)
+	}
+}
+
+// udpRoundTrip sends datagrams from ns to addr until one echo returns.
+func udpRoundTrip(t *testing.T, ns, addr string) {
+	t.Helper()
+	var c net.Conn
+	if err := netns.Do(ns, func() (err error) { c, err = net.Dial("udp4", addr); return }); err != nil {
+		t.Fatalf("udp dial %s from %s: %v", addr, ns, err)
+	}
+	defer c.Close()
+	buf := make([]byte, 2000)
+	msg := bytes.Repeat([]byte("u"), 1000)
+	for i := 0; i < 10; i++ {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatalf("udp send: %v", err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(buf)
+		if err == nil && n == len(msg) {
+			return
+		}
+	}
+	t.Fatalf("udp %s from %s: no echo in 10 tries", addr, ns)
+}
+
+func needOVS(t *testing.T) {
+	if err := probeOVS(context.Background()); err != nil {
+		t.Skip(err.Error())
+	}
+}
+
+// TestPresets builds each preset, carries TCP and UDP from client to server
+// (and node1 to node2), tears it down and checks nothing is left.
+func TestPresets(t *testing.T) {
+	testns.NeedRoot(t)
+	for _, p := range Presets() {
+		t.Run(p, func(t *testing.T) {
+			if strings.HasPrefix(p, "ovs") {
+				needOVS(t)
+			}
+			s, err := Preset(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			l, err := Up(ctx, s, UpOptions{})
+			if errors.Is(err, ErrNotSupported) {
+				t.Skipf("%v (TestMissingKernelFeature covers this)", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := l.ID
+			defer func() {
+				if err := l.Down(ctx); err != nil {
+					t.Error(err)
+				}
+				if err := l.Down(ctx); err != nil { // idempotent
+					t.Errorf("second down: %v", err)
+				}
+				assertClean(t, id)
+			}()
+			if got, err := Get(l.Name); err != nil || !got.Complete || got.ID != id {
+				t.Fatalf("state: %v %+v", err, got)
+			}
+			pairs := [][2]string{{"client", "server"}}
+			if _, err := l.Endpoint("node1"); err == nil {
+				pairs = append(pairs, [2]string{"node1", "node2"})
+			}
+			for i, pr := range pairs {
+				from, _ := l.Endpoint(pr[0])
+				to, _ := l.Endpoint(pr[1])
+				addr := net.JoinHostPort(to.IP, fmt.Sprint(17420+i))
+				echoTCP(t, to.Netns, addr)
+				echoUDP(t, to.Netns, addr)
+				roundTrip(t, from.Netns, addr, 256<<10)
+				udpRoundTrip(t, from.Netns, addr)
+			}
+		})
+	}
+}
+
+// TestKnobs checks that knobs reach the kernel and traffic still flows,
+// including through a service VIP.
+func TestKnobs(t *testing.T) {
+	testns.NeedRoot(t)
+	for _, topo := range []string{"vxlan", "veth"} {
+		t.Run(topo, func(t *testing.T) {
+			s, _ := Preset(topo)
+			for k, v := range map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
+				"offloads": "gro=off,tso=off", "mtu": "1400"} {
+				if err := s.Set(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			l, err := Up(ctx, s, UpOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Down(ctx); err != nil {
+					t.Error(err)
+				}
+				assertClean(t, l.ID)
+			}()
+			c, _ := l.Endpoint("client")
+			srv, _ := l.Endpoint("server")
+			echoTCP(t, srv.Netns, net.JoinHostPort(srv.IP, "17430"))
+			roundTrip(t, c.Netns, net.JoinHostPort(l.ServiceIP, "17430"), 64<<10)
+
+			h, err := netns.Handle(c.Netns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			eth, err := h.LinkByName("eth0")
+			if err != nil || eth.Attrs().MTU != 1400 {
+				t.Fatalf("client eth0 MTU: %v %v", err, eth)
+			}
+			// The stateful rule is where the topology says: nodes or server.
+			ruleNS := srv.Netns
+			if n1, err := l.Endpoint("node1"); err == nil {
+				ruleNS = n1.Netns
+			}
+			f, err := os.Open(netns.Path(ruleNS))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := conn.ListTableOfFamily(nameOfTable(l.ID), nftables.TableFamilyIPv4)
+			if err != nil {
+				t.Fatalf("nft table in %s: %v", ruleNS, err)
+			}
+			chains, _ := conn.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+			want := map[string]bool{"conntrack": false, "notrack-pre": false}
+			for _, ch := range chains {
+				if ch.Table.Name == tb.Name {
+					if _, ok := want[ch.Name]; ok {
+						want[ch.Name] = true
+					}
+				}
+			}
+			for ch, found := range want {
+				if !found {
+					t.Errorf("chain %s missing in %s", ch, ruleNS)
+				}
+			}
+		})
+	}
+}
+
+// TestSocketBufferKnob checks rmem_max reaches the kernel (per-namespace
+// or journaled on the host) and is restored by Down.
+func TestSocketBufferKnob(t *testing.T) {
+	testns.NeedRoot(t)
+	before, err := readSysctl("net/core/rmem_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := Preset("veth")
+	if err := s.Set("rmem_max", "8388608"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := l.Endpoint("server")
+	var got string
+	_ = netns.Do(srv.Netns, func() (err error) { got, err = readSysctl("net/core/rmem_max"); return })
+	if got != "8388608" {
+		t.Errorf("rmem_max seen in the server pod: %s, want 8388608", got)
+	}
+	if err := l.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := readSysctl("net/core/rmem_max"); after != before && len(l.Sysctls) > 0 {
+		t.Errorf("host rmem_max %s after down, want %s restored", after, before)
+	}
+	assertClean(t, l.ID)
+}
+
+// TestMissingKernelFeature: a tunnel the kernel lacks gives ErrNotSupported,
+// names the kernel option, and leaves nothing (not even a state file).
+func TestMissingKernelFeature(t *testing.T) {
+	testns.NeedRoot(t)
+	tested := 0
+	for _, topo := range []string{"geneve", "ipip"} {
+		s, _ := Preset(topo)
+		id := runid.New()
+		newID = func() string { return id }
+		l, err := Up(context.Background(), s, UpOptions{Name: "missing-" + id})
+		newID = runid.New
+		if err == nil {
+			t.Logf("%s is supported by this kernel; nothing to check", topo)
+			_ = l.Down(context.Background())
+			assertClean(t, id)
+			continue
+		}
+		tested++
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "CONFIG_") || !strings.Contains(err.Error(), "nothing was created") {
+			t.Errorf("%s: %v", topo, err)
+		}
+		assertClean(t, id)
+		if _, err := os.Stat(statePath("missing-" + id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: state file left: %v", topo, err)
+		}
+	}
+	if tested == 0 {
+		t.Skip("this kernel has geneve and ipip")
+	}
+}
+
+// TestUpCancelled: Ctrl-C (ctx cancel) in the middle of Up removes what
+// was created.
+func TestUpCancelled(t *testing.T) {
+	testns.NeedRoot(t)
+	s, _ := Preset("bridge")
+	_ = s.Set("nodes", "2")
+	_ = s.Set("pods_per_node", "40")
+	id := runid.New()
+	newID = func() string { return id }
+	defer func() { newID = runid.New }()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once some namespaces exist.
+		for i := 0; i < 2000; i++ {
+			if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) > 5 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	l, err := Up(ctx, s, UpOptions{})
+	if err == nil {
+		_ = l.Down(context.Background())
+		t.Skip("Up finished before the cancel arrived")
+	}
+	if !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("want interrupted error, got %v", err)
+	}
+	assertClean(t, id)
+}
+
+func TestBuildFailureUndoes(t *testing.T) {
+	testns.NeedRoot(t)
+	s, _ := Preset("native")
+	id := runid.New()
+	newID = func() string { return id }
+	defer func() { newID = runid.New }()
+	// A namespace the lab wants already exists: Up must fail and remove
+	// only what it created, not the intruder.
+	intruder := runid.Name(id, "server")
+	if err := netns.Create(intruder); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Delete(intruder)
+	_, err := Up(context.Background(), s, UpOptions{})
+	if err == nil || !strings.Contains(err.Error(), "everything created was removed") {
+		t.Fatalf("want failure, got %v", err)
+	}
+	left := leftovers(t, id)
+	// Known limitation: the intruder carries our name, so Down removes it;
+	// what matters is that nothing else is left.
+	for _, x := range left {
+		if x != "netns "+intruder {
+			t.Errorf("leftover %s", x)
+		}
+	}
+}
+
+// TestCleanAfterSIGKILL kills `cnibench lab up` (mid-way and after it
+// finished) and checks `cnibench lab clean --id` removes everything.
+func TestCleanAfterSIGKILL(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := os.Getenv("CNIBENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "cnibench")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
+		if err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	topo := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(topo, []byte("topology: bridge\nnodes: 2\npods_per_node: 50\nknobs:\n  conntrack: on\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"midway", "after"} {
+		t.Run(when, func(t *testing.T) {
+			name := "killed-" + runid.New()
+			cmd := exec.Command(bin, "lab", "up", topo, "--name", name, "-q")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var id string
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				if l, err := Get(name); err == nil {
+					id = l.ID
+					if when == "midway" {
+						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= 10 {
+							break
+						}
+					} else if l.Complete {
+						break
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			if id == "" {
+				t.Fatalf("lab up never wrote its state: %s", out.String())
+			}
+			if len(leftovers(t, id)) == 0 {
+				t.Fatalf("nothing existed at kill time; the test proves nothing (%s)", out.String())
+			}
+			co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
+			if err != nil {
+				t.Fatalf("lab clean: %v\n%s", err, co)
+			}
+			if !strings.Contains(string(co), "removed") {
+				t.Errorf("clean output: %s", co)
+			}
+			assertClean(t, id)
+			if _, err := os.Stat(statePath(name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file left: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,303 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/vishvananda/netlink"
+)
+
+// Open vSwitch is driven through its own tools (ovs-vsctl speaks OVSDB);
+// the userspace (netdev) datapath needs no kernel module.
+var (
+	ovsCtl      = "/usr/share/openvswitch/scripts/ovs-ctl"
+	ovsRunDir   = "/var/run/openvswitch"
+	ovsSchema   = "/usr/share/openvswitch/vswitch.ovsschema"
+	privOVSRoot = "/run/cnibench/ovs" // private per-node OVS instances (ovs-netdev-geneve)
+)
+
+func probeOVS(context.Context) error {
+	for _, tool := range []string{"ovs-vsctl", "ovsdb-server", "ovs-vswitchd", "ovsdb-tool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("open vswitch: %w here: %s not found (install Debian package openvswitch-switch); nothing was created", ErrNotSupported, tool)
+		}
+	}
+	return nil
+}
+
+func pidAlive(pidfile string) bool {
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return procAlive(pid)
+}
+
+// procAlive reports whether pid runs. A zombie counts as gone: in some
+// containers and VMs the init process reaps detached daemons late.
+func procAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	st := b[i+2]
+	return st != 'Z' && st != 'X'
+}
+
+// hostOVSRunning reports whether the host's ovsdb-server and ovs-vswitchd run.
+func hostOVSRunning() bool {
+	return pidAlive(filepath.Join(ovsRunDir, "ovsdb-server.pid")) && pidAlive(filepath.Join(ovsRunDir, "ovs-vswitchd.pid"))
+}
+
+// run runs a tool and returns a one-line error with its output.
+func run(ctx context.Context, ns string, env []string, argv ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if err := netns.Start(ns, cmd); err != nil {
+		return "", fmt.Errorf("%s: %w", argv[0], err)
+	}
+	if err := cmd.Wait(); err != nil {
+		msg := strings.Join(strings.Fields(out.String()), " ")
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(argv[0]), strings.Join(argv[1:], " "), err, msg)
+	}
+	return out.String(), nil
+}
+
+func vsctl(ctx context.Context, args ...string) error {
+	_, err := run(ctx, "", nil, append([]string{"ovs-vsctl", "--timeout=10"}, args...)...)
+	return err
+}
+
+// ensureHostOVS starts the host's Open vSwitch daemons if they are not
+// running, recording first (in the fsynced state) that this lab started them
+// so Down stops them again.
+func (b *builder) ensureHostOVS(ctx context.Context) error {
+	if hostOVSRunning() {
+		return nil
+	}
+	b.l.StartedOVS = true
+	if err := b.l.save(); err != nil {
+		return err
+	}
+	b.logf("starting Open vSwitch (ovsdb-server, ovs-vswitchd)")
+	if _, err := run(ctx, "", nil, ovsCtl, "--no-monitor", "--system-id=random", "start"); err != nil {
+		return fmt.Errorf("start open vswitch: %w", err)
+	}
+	return nil
+}
+
+func stopHostOVS(ctx context.Context) error {
+	if !hostOVSRunning() {
+		return nil
+	}
+	out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "list-br")
+	if err == nil && strings.TrimSpace(out) != "" {
+		return nil // another lab (or the user) still has bridges: leave it running
+	}
+	// ovs-appctl exit, as ovs-ctl stop does, without ovs-ctl's fixed waits.
+	var errs []error
+	for _, d := range []string{"ovs-vswitchd", "ovsdb-server"} {
+		pidfile := filepath.Join(ovsRunDir, d+".pid")
+		if _, err := run(ctx, "", nil, "ovs-appctl", "--timeout=5", "-t", d, "exit"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := 0; i < 400 && pidAlive(pidfile); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// buildOVSNetdev is the Open vSwitch userspace UDP tuning document's setup:
+// two namespaces on one datapath_type=netdev bridge.
+func (b *builder) buildOVSNetdev(ctx context.Context) error {
+	if err := b.ensureHostOVS(ctx); err != nil {
+		return err
+	}
+	for _, p := range b.lo.pods {
+		if err := b.vethToPod("", p, 0, nil); err != nil {
+			return err
+		}
+	}
+	br := b.lo.ovsBr[0]
+	args := []string{"add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"}
+	for _, p := range b.lo.pods {
+		args = append(args, "--", "add-port", br, p.hostIf)
+	}
+	if err := vsctl(ctx, args...); err != nil {
+		return err
+	}
+	return b.ovsPods(ctx)
+}
+
+// ovsPods configures the pods of an OVS topology. TCP across a netdev
+// bridge needs TX checksum offload off in the pods: the userspace datapath
+// does not complete partial checksums of veth frames.
+func (b *builder) ovsPods(ctx context.Context) error {
+	for _, p := range b.lo.pods {
+		if err := b.podUp(p, false, b.serviceRoutes(p)...); err != nil {
+			return err
+		}
+		if err := ethtoolK(ctx, p.netns, "eth0", "tx", "off"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// privOVS is a private ovsdb-server + ovs-vswitchd running inside a node
+// namespace, so each emulated node has its own switch, its own tunnel
+// endpoint address and its own routing table, and nothing of it touches the
+// host's namespace or the host's Open vSwitch.
+type privOVS struct{ ns, dir string }
+
+func (o privOVS) sock() string { return "unix:" + filepath.Join(o.dir, "db.sock") }
+func (o privOVS) env() []string {
+	return []string{"OVS_RUNDIR=" + o.dir, "OVS_LOGDIR=" + o.dir, "OVS_DBDIR=" + o.dir, "OVS_SYSCONFDIR=" + o.dir}
+}
+
+func (o privOVS) start(ctx context.Context) error {
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	db := filepath.Join(o.dir, "conf.db")
+	if _, err := run(ctx, "", nil, "ovsdb-tool", "create", db, ovsSchema); err != nil {
+		return err
+	}
+	if _, err := run(ctx, o.ns, o.env(), "ovsdb-server", db, "--remote=punix:"+filepath.Join(o.dir, "db.sock"),
+		"--pidfile="+filepath.Join(o.dir, "ovsdb-server.pid"), "--detach", "--no-chdir",
+		"--log-file="+filepath.Join(o.dir, "ovsdb-server.log")); err != nil {
+		return err
+	}
+	if err := o.vsctl(ctx, "--no-wait", "init"); err != nil {
+		return err
+	}
+	_, err := run(ctx, o.ns, o.env(), "ovs-vswitchd", o.sock(),
+		"--pidfile="+filepath.Join(o.dir, "ovs-vswitchd.pid"), "--detach", "--no-chdir",
+		"--log-file="+filepath.Join(o.dir, "ovs-vswitchd.log"))
+	return err
+}
+
+func (o privOVS) vsctl(ctx context.Context, args ...string) error {
+	_, err := run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock()}, args...)...)
+	return err
+}
+
+// stopPrivOVS stops a private OVS instance by its pid files and removes its
+// directory; a missing one is not an error.
+func stopPrivOVS(dir string) error {
+	var errs []error
+	for _, d := range []string{"ovs-vswitchd", "ovsdb-server"} {
+		b, err := os.ReadFile(filepath.Join(dir, d+".pid"))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", d, pid, err))
+			continue
+		}
+		for i := 0; i < 200 && procAlive(pid); i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if procAlive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// buildOVSNetdevGeneve: per node, a private OVS with an integration bridge
+// (pod port + GENEVE port) and a physical bridge whose internal port holds
+// the node's underlay address and whose uplink is the underlay veth.
+func (b *builder) buildOVSNetdevGeneve(ctx context.Context) error {
+	var sw [2]privOVS
+	for n := 0; n < 2; n++ {
+		sw[n] = privOVS{ns: b.lo.nodeNS[n], dir: filepath.Join(privOVSRoot, b.lo.nodeNS[n])}
+		if err := sw[n].start(ctx); err != nil {
+			return fmt.Errorf("node%d: start private open vswitch: %w", n+1, err)
+		}
+	}
+	u := mustIf(b.l.ID, "u")
+	if err := b.underlay(u, 0, 0); err != nil {
+		return err
+	}
+	for n := 1; n <= 2; n++ {
+		p := b.lo.pods[n-1]
+		ns := b.lo.nodeNS[n-1]
+		if err := b.vethToPod(ns, p, 0, nil); err != nil {
+			return err
+		}
+		br, phy := mustIf(b.l.ID, fmt.Sprintf("i%d", n)), mustIf(b.l.ID, fmt.Sprintf("x%d", n))
+		tun := mustIf(b.l.ID, fmt.Sprintf("g%d", n))
+		err := sw[n-1].vsctl(ctx,
+			"add-br", phy, "--", "set", "bridge", phy, "datapath_type=netdev",
+			"--", "add-port", phy, u,
+			"--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+			"--", "add-port", br, p.hostIf,
+			"--", "add-port", br, tun, "--", "set", "interface", tun, "type=geneve",
+			"options:remote_ip="+nodeIP(3-n).String(), "options:key=42")
+		if err != nil {
+			return fmt.Errorf("node%d: %w", n, err)
+		}
+		// The node's underlay address lives on the physical bridge's
+		// internal port, where OVS native tunnelling looks for it.
+		h, err := b.handle(ns)
+		if err != nil {
+			return err
+		}
+		var tap netlink.Link
+		for i := 0; i < 200; i++ { // vswitchd creates the tap asynchronously
+			if tap, err = h.LinkByName(phy); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("node%d: bridge port %s did not appear: %w", n, phy, err)
+		}
+		if err := h.AddrAdd(tap, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
+			return fmt.Errorf("node%d: underlay address: %w", n, err)
+		}
+		if err := h.LinkSetMTU(tap, b.lo.underMTU); err != nil {
+			return err
+		}
+		if err := h.LinkSetUp(tap); err != nil {
+			return err
+		}
+	}
+	return b.ovsPods(ctx)
+}

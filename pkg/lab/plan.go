@@ -1,0 +1,207 @@
+package lab
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"github.com/cnibench/cnibench/pkg/runid"
+)
+
+// Addresses. Pods live in 10.244.<node>.0/24 (like a Kubernetes pod CIDR per
+// node); nodes on the underlay 172.31.0.0/24; tunnel interfaces in
+// 10.245.0.0/24; service VIPs in 10.96.0.0/16. They exist only inside the
+// lab's namespaces, so two labs can use the same ones at once.
+const (
+	underlayPrefix = 24
+	vxlanVNI       = 42
+	vxlanPort      = 4789
+	genevePort     = 6081
+)
+
+// gatewayIP is the pods' default gateway on routed topologies; the node side
+// of each pod veth carries gatewayMAC, pinned in the pod's neighbour table
+// (Calico's scheme: no per-pod gateway address, no proxy ARP needed).
+var (
+	gatewayIP  = net.IPv4(169, 254, 1, 1).To4()
+	gatewayMAC = net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
+)
+
+func podIP(node, idx int) net.IP { return net.IPv4(10, 244, byte(node), byte(10+idx)).To4() }
+func nodeIP(node int) net.IP     { return net.IPv4(172, 31, 0, byte(node)).To4() }
+func tunIP(node int) net.IP      { return net.IPv4(10, 245, 0, byte(node)).To4() }
+func podCIDR(node int) *net.IPNet {
+	return &net.IPNet{IP: net.IPv4(10, 244, byte(node), 0).To4(), Mask: net.CIDRMask(24, 32)}
+}
+
+// pod is one pod namespace in a layout.
+type pod struct {
+	endpoint string
+	netns    string
+	ip       net.IP
+	prefix   int // address prefix length on eth0
+	node     int // 1-based; 0 = no node namespace
+	idx      int // index on its node
+	hostIf   string
+}
+
+// layout is the deterministic shape of a lab: every name and address,
+// computed from the spec and the id before anything touches the kernel.
+type layout struct {
+	pods      []pod
+	nodeNS    []string // index 0 = node1
+	hostLinks []string
+	ovsBr     []string
+	podMTU    int
+	underMTU  int
+}
+
+func (lo *layout) namespaces() []string {
+	var out []string
+	out = append(out, lo.nodeNS...)
+	seen := map[string]bool{}
+	for _, p := range lo.pods {
+		if !seen[p.netns] {
+			seen[p.netns] = true
+			out = append(out, p.netns)
+		}
+	}
+	return out
+}
+
+func mustIf(id, suffix string) string {
+	n, err := runid.IfName(id, suffix)
+	if err != nil {
+		panic(err) // suffixes are ours and short; a long one is a bug
+	}
+	return n
+}
+
+// overhead is the encapsulation cost subtracted from the underlay MTU.
+func overhead(topo string) int {
+	switch topo {
+	case TopoVXLAN, TopoGeneve, TopoOVSNetdevGeneve:
+		return 50
+	case TopoIPIP:
+		return 20
+	}
+	return 0
+}
+
+func makeLayout(s *Spec, id string) *layout {
+	lo := &layout{underMTU: s.UnderlayMTU}
+	if lo.underMTU == 0 {
+		lo.underMTU = 1500
+	}
+	lo.podMTU = s.MTU
+	if lo.podMTU == 0 {
+		lo.podMTU = lo.underMTU - overhead(s.Topology)
+	}
+	for n := 1; n <= s.Nodes; n++ {
+		lo.nodeNS = append(lo.nodeNS, runid.Name(id, fmt.Sprintf("node%d", n)))
+	}
+	podName := func(node, idx int) (string, string) {
+		switch {
+		case node == 1 && idx == 0:
+			return "client", runid.Name(id, "client")
+		case (s.Nodes == 2 && node == 2 && idx == 0) || (s.Nodes < 2 && node == 1 && idx == 1):
+			return "server", runid.Name(id, "server")
+		}
+		ep := fmt.Sprintf("pod%d-%d", node, idx)
+		return ep, runid.Name(id, ep)
+	}
+	switch s.Topology {
+	case TopoHost:
+		ns := runid.Name(id, "host")
+		lo.pods = []pod{{endpoint: "client", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8},
+			{endpoint: "server", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8}}
+	case TopoVeth:
+		lo.pods = []pod{{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 24},
+			{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(1, 1), prefix: 24}}
+	case TopoOVSNetdev:
+		// The addresses of the Open vSwitch userspace UDP tuning document.
+		lo.pods = []pod{
+			{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, hostIf: mustIf(id, "c")},
+			{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, hostIf: mustIf(id, "s")}}
+		lo.hostLinks = []string{mustIf(id, "c"), mustIf(id, "s")}
+		lo.ovsBr = []string{mustIf(id, "br")}
+	case TopoOVSNetdevGeneve:
+		lo.pods = []pod{
+			{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 16, node: 1, hostIf: mustIf(id, "c")},
+			{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(2, 0), prefix: 16, node: 2, hostIf: mustIf(id, "s")}}
+		// Each node runs its own Open vSwitch inside its namespace (see privOVS).
+	default:
+		prefix := 32
+		switch s.Topology {
+		case TopoBridge:
+			prefix = 24
+			if s.Nodes == 2 {
+				prefix = 16 // one L2 segment spanning both nodes
+			}
+		case TopoMacvlan:
+			prefix = 24
+		}
+		for n := 1; n <= s.Nodes; n++ {
+			for i := 0; i < s.PodsPerNode; i++ {
+				ep, ns := podName(n, i)
+				p := pod{endpoint: ep, netns: ns, ip: podIP(n, i), prefix: prefix, node: n, idx: i}
+				if s.Topology != TopoMacvlan {
+					p.hostIf = mustIf(id, fmt.Sprintf("h%d", i))
+				}
+				lo.pods = append(lo.pods, p)
+			}
+		}
+	}
+	return lo
+}
+
+// plan turns a spec into the lab's state before anything is built.
+func plan(s *Spec, id, name string) *Lab {
+	lo := makeLayout(s, id)
+	l := &Lab{Name: name, ID: id, Preset: s.Topology, Spec: s, Knobs: s.Knobs(),
+		Endpoints: map[string]Endpoint{}, Namespaces: lo.namespaces(),
+		HostLinks: lo.hostLinks, OVSBridges: lo.ovsBr, Pods: len(lo.pods)}
+	if s.Topology == TopoOVSNetdevGeneve {
+		for _, ns := range lo.nodeNS {
+			l.PrivateOVS = append(l.PrivateOVS, filepath.Join(privOVSRoot, ns))
+		}
+	}
+	if s.Topology != TopoHost {
+		l.PodMTU = lo.podMTU
+	}
+	for _, p := range lo.pods {
+		l.Endpoints[p.endpoint] = Endpoint{Name: p.endpoint, Kind: "pod", Netns: p.netns, IP: p.ip.String()}
+	}
+	switch s.Topology {
+	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
+		for n := 1; n <= 2; n++ {
+			e := fmt.Sprintf("node%d", n)
+			l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: nodeIP(n).String()}
+		}
+	case TopoBridge:
+		if s.Nodes == 2 {
+			for n := 1; n <= 2; n++ {
+				e := fmt.Sprintf("node%d", n)
+				l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: bridgeNodeIP(n).String()}
+			}
+		}
+	case TopoOVSNetdevGeneve:
+		for n := 1; n <= 2; n++ {
+			e := fmt.Sprintf("node%d", n)
+			l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: nodeIP(n).String()}
+		}
+	}
+	if s.Services > 0 {
+		l.ServiceIP = serviceVIP(s.Services - 1).String()
+	}
+	return l
+}
+
+// bridgeNodeIP is a node's own address on a two-node bridge segment.
+func bridgeNodeIP(node int) net.IP { return net.IPv4(10, 244, byte(node), 1).To4() }
+
+// serviceVIP is the i-th service VIP (10.96.0.10, 10.96.0.11, ...).
+func serviceVIP(i int) net.IP {
+	v := 10 + i
+	return net.IPv4(10, 96, byte(v/256), byte(v%256)).To4()
+}

@@ -1,0 +1,289 @@
+package lab
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Topology kinds. Each preset is one of these with its default shape.
+const (
+	TopoHost            = "host"
+	TopoVeth            = "veth"
+	TopoBridge          = "bridge"
+	TopoMacvlan         = "macvlan"
+	TopoNative          = "native"
+	TopoVXLAN           = "vxlan"
+	TopoGeneve          = "geneve"
+	TopoIPIP            = "ipip"
+	TopoOVSNetdev       = "ovs-netdev"
+	TopoOVSNetdevGeneve = "ovs-netdev-geneve"
+)
+
+var presetOrder = []string{TopoHost, TopoVeth, TopoBridge, TopoMacvlan, TopoNative, TopoVXLAN,
+	TopoGeneve, TopoIPIP, TopoOVSNetdev, TopoOVSNetdevGeneve}
+
+// presetHelp is one line per preset, shown by `cnibench lab up --help` and docs.
+var presetHelp = map[string]string{
+	TopoHost:            "client and server in one namespace over loopback",
+	TopoVeth:            "two pod namespaces joined by one veth pair",
+	TopoBridge:          "pods on a Linux bridge in a node namespace (L2 / underlay mode)",
+	TopoMacvlan:         "pods on macvlan (bridge mode) sub-interfaces of a node's link",
+	TopoNative:          "two nodes on an underlay link, pods routed by /32 routes, no encapsulation",
+	TopoVXLAN:           "two nodes with a VXLAN overlay over the underlay link",
+	TopoGeneve:          "two nodes with a kernel GENEVE overlay (needs CONFIG_GENEVE)",
+	TopoIPIP:            "two nodes with an IP-in-IP tunnel (needs CONFIG_NET_IPIP)",
+	TopoOVSNetdev:       "two pods on an Open vSwitch bridge with datapath_type=netdev",
+	TopoOVSNetdevGeneve: "two OVS netdev bridges as two nodes with a userspace GENEVE tunnel",
+}
+
+// Presets returns the preset names in a stable order.
+func Presets() []string { return append([]string(nil), presetOrder...) }
+
+// PresetHelp returns a one-line description of a preset ("" if unknown).
+func PresetHelp(name string) string { return presetHelp[name] }
+
+// Spec is a topology as pure data: what to build, nothing built yet. Presets
+// and YAML files produce a Spec; Set changes one knob; Up turns it into a Lab.
+type Spec struct {
+	// Topology is the preset kind (one of Presets()).
+	Topology string `json:"topology"`
+	// Nodes is the number of emulated nodes: 2 for the routed and tunnel
+	// presets, 1 or 2 for bridge (2 = one L2 segment spanning both nodes),
+	// 0 where there is no node namespace.
+	Nodes int `json:"nodes"`
+	// PodsPerNode counts every pod on a node, client and server included.
+	PodsPerNode int `json:"pods_per_node"`
+
+	MTU         int          `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
+	UnderlayMTU int          `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
+	Offloads    []Offload    `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
+	Conntrack   bool         `json:"conntrack,omitempty"`    // stateful nftables rule on the path
+	Notrack     []*net.IPNet `json:"-"`                      // nftables notrack for these destinations
+	NotrackText string       `json:"notrack,omitempty"`
+	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
+	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
+	WmemMax     int64        `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
+
+	// set records the knobs given by the user, for Knobs().
+	set map[string]string
+}
+
+// Offload is one ethtool feature setting, e.g. {"gro", false}.
+type Offload struct {
+	Feature string `json:"feature"`
+	On      bool   `json:"on"`
+}
+
+// offloadFeatures maps the knob's short names to ethtool -K feature names.
+var offloadFeatures = map[string]string{
+	"gro": "gro", "gso": "gso", "tso": "tso", "tx": "tx", "rx": "rx", "sg": "sg",
+	"lro": "lro", "tx-checksum": "tx", "rx-checksum": "rx",
+}
+
+// knobHelp is the allowed values of each knob, quoted in errors.
+var knobHelp = map[string]string{
+	"mtu":           "an integer 576..65535 (pod interface MTU)",
+	"underlay_mtu":  "an integer 576..65535 (node-to-node link MTU)",
+	"offloads":      "on, off, or a list like gro=off,tso=off (features: gro gso tso tx rx sg lro)",
+	"conntrack":     "on or off",
+	"notrack":       "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
+	"services":      "an integer 0..10000 (service VIPs as nftables DNAT rules)",
+	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
+	"wmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
+	"nodes":         "1 or 2 (bridge only)",
+	"pods_per_node": "an integer 1..200 (bridge, macvlan, native, vxlan, geneve, ipip)",
+}
+
+// KnobNames returns the knobs Set accepts, sorted.
+func KnobNames() []string {
+	var out []string
+	for k := range knobHelp {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Preset returns the Spec of a named preset.
+func Preset(name string) (*Spec, error) {
+	s := &Spec{Topology: name}
+	switch name {
+	case TopoHost, TopoVeth, TopoOVSNetdev:
+		s.PodsPerNode = 2
+	case TopoBridge, TopoMacvlan:
+		s.Nodes, s.PodsPerNode = 1, 2
+	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP, TopoOVSNetdevGeneve:
+		s.Nodes, s.PodsPerNode = 2, 1
+	default:
+		return nil, fmt.Errorf("unknown preset %q (presets: %s)", name, strings.Join(presetOrder, ", "))
+	}
+	return s, nil
+}
+
+// Knobs returns the knobs set on this spec (key → value as given).
+func (s *Spec) Knobs() map[string]string {
+	out := map[string]string{}
+	for k, v := range s.set {
+		out[k] = v
+	}
+	return out
+}
+
+// Set changes one knob, as `--set key=value` would. Unknown keys and bad
+// values get an error naming the knob and the allowed values.
+func (s *Spec) Set(key, value string) error {
+	help, ok := knobHelp[key]
+	if !ok {
+		return fmt.Errorf("unknown knob %q (knobs: %s)", key, strings.Join(KnobNames(), ", "))
+	}
+	bad := func() error { return fmt.Errorf("knob %s: bad value %q (allowed: %s)", key, value, help) }
+	atoi := func(lo, hi int64) (int64, error) {
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil || n < lo || n > hi {
+			return 0, bad()
+		}
+		return n, nil
+	}
+	switch key {
+	case "mtu", "underlay_mtu":
+		n, err := atoi(576, 65535)
+		if err != nil {
+			return err
+		}
+		if key == "mtu" {
+			s.MTU = int(n)
+		} else {
+			s.UnderlayMTU = int(n)
+		}
+	case "offloads":
+		offs, err := parseOffloads(value)
+		if err != nil {
+			return fmt.Errorf("knob offloads: %v (allowed: %s)", err, help)
+		}
+		s.Offloads = offs
+	case "conntrack":
+		switch strings.ToLower(value) {
+		case "on", "true", "yes", "1":
+			s.Conntrack = true
+		case "off", "false", "no", "0":
+			s.Conntrack = false
+		default:
+			return bad()
+		}
+	case "notrack":
+		var nets []*net.IPNet
+		for _, f := range strings.Split(value, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			ip, n, err := net.ParseCIDR(f)
+			if err != nil || ip.To4() == nil {
+				return bad()
+			}
+			nets = append(nets, n)
+		}
+		if len(nets) == 0 {
+			return bad()
+		}
+		s.Notrack, s.NotrackText = nets, value
+	case "services":
+		n, err := atoi(0, 10000)
+		if err != nil {
+			return err
+		}
+		s.Services = int(n)
+	case "rmem_max", "wmem_max":
+		n, err := atoi(4096, 2147483647)
+		if err != nil {
+			return err
+		}
+		if key == "rmem_max" {
+			s.RmemMax = n
+		} else {
+			s.WmemMax = n
+		}
+	case "nodes":
+		n, err := atoi(1, 2)
+		if err != nil {
+			return err
+		}
+		if s.Topology != TopoBridge {
+			return fmt.Errorf("knob nodes: only the bridge topology takes it (topology is %s)", s.Topology)
+		}
+		s.Nodes = int(n)
+	case "pods_per_node":
+		n, err := atoi(1, 200)
+		if err != nil {
+			return err
+		}
+		switch s.Topology {
+		case TopoBridge, TopoMacvlan, TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
+		default:
+			return fmt.Errorf("knob pods_per_node: not for topology %s (allowed on bridge, macvlan, native, vxlan, geneve, ipip)", s.Topology)
+		}
+		s.PodsPerNode = int(n)
+	}
+	if s.set == nil {
+		s.set = map[string]string{}
+	}
+	s.set[key] = value
+	return nil
+}
+
+func parseOffloads(v string) ([]Offload, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "off":
+		on := strings.EqualFold(strings.TrimSpace(v), "on")
+		return []Offload{{"gro", on}, {"gso", on}, {"tso", on}}, nil
+	}
+	var out []Offload
+	for _, f := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if !ok {
+			return nil, fmt.Errorf("bad item %q: want feature=on|off", f)
+		}
+		feat, known := offloadFeatures[strings.ToLower(k)]
+		if !known {
+			return nil, fmt.Errorf("unknown feature %q", k)
+		}
+		switch strings.ToLower(val) {
+		case "on":
+			out = append(out, Offload{feat, true})
+		case "off":
+			out = append(out, Offload{feat, false})
+		default:
+			return nil, fmt.Errorf("feature %s: bad value %q: want on or off", k, val)
+		}
+	}
+	return out, nil
+}
+
+// validate checks what only makes sense on the whole spec.
+func (s *Spec) validate() error {
+	if _, err := Preset(s.Topology); err != nil {
+		return err
+	}
+	if s.Topology == TopoBridge && s.Nodes == 2 && s.PodsPerNode < 1 {
+		return fmt.Errorf("pods_per_node: bridge with 2 nodes needs at least 1 pod per node")
+	}
+	if s.Nodes <= 1 && s.Topology != TopoHost && s.Topology != TopoVeth && s.Topology != TopoOVSNetdev && s.PodsPerNode < 2 {
+		return fmt.Errorf("pods_per_node: a one-node %s topology needs at least 2 pods (client and server)", s.Topology)
+	}
+	if s.Services > 0 && s.Topology == TopoHost {
+		return fmt.Errorf("knob services: the host topology has no path to a service (use veth, bridge or a two-node preset)")
+	}
+	if s.Services > 0 && s.Topology == TopoOVSNetdevGeneve {
+		return fmt.Errorf("knob services: not supported on %s", s.Topology)
+	}
+	if len(s.Offloads) > 0 && s.Topology == TopoHost {
+		return fmt.Errorf("knob offloads: the host topology has no veth (use veth or another preset)")
+	}
+	if s.MTU > 0 && s.Topology == TopoHost {
+		return fmt.Errorf("knob mtu: the host topology uses loopback; its MTU is not a lab knob")
+	}
+	return nil
+}

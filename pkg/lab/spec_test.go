@@ -1,0 +1,166 @@
+package lab
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPresetUnknownListsPresets(t *testing.T) {
+	_, err := Preset("calico")
+	if err == nil || !strings.Contains(err.Error(), "vxlan") || !strings.Contains(err.Error(), "ovs-netdev") {
+		t.Fatalf("want error listing presets, got %v", err)
+	}
+	for _, p := range Presets() {
+		if _, err := Preset(p); err != nil {
+			t.Errorf("preset %s: %v", p, err)
+		}
+		if PresetHelp(p) == "" {
+			t.Errorf("preset %s has no help line", p)
+		}
+	}
+}
+
+func TestSetKnobs(t *testing.T) {
+	good := []struct{ topo, k, v string }{
+		{"vxlan", "mtu", "1400"}, {"vxlan", "underlay_mtu", "9000"}, {"veth", "offloads", "off"},
+		{"veth", "offloads", "gro=off,tso=on"}, {"native", "conntrack", "on"}, {"native", "notrack", "10.244.0.0/16,10.96.0.0/12"},
+		{"native", "services", "500"}, {"ovs-netdev", "rmem_max", "1073741824"}, {"bridge", "nodes", "2"},
+		{"bridge", "pods_per_node", "50"},
+	}
+	for _, c := range good {
+		s, _ := Preset(c.topo)
+		if err := s.Set(c.k, c.v); err != nil {
+			t.Errorf("%s %s=%s: %v", c.topo, c.k, c.v, err)
+		}
+		if s.Knobs()[c.k] != c.v {
+			t.Errorf("%s=%s not recorded in Knobs()", c.k, c.v)
+		}
+	}
+	bad := []struct{ topo, k, v, want string }{
+		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
+		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
+		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
+		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..10000"},
+		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
+		{"veth", "pods_per_node", "3", "not for topology veth"},
+	}
+	for _, c := range bad {
+		s, _ := Preset(c.topo)
+		err := s.Set(c.k, c.v)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s=%s: want error containing %q, got %v", c.topo, c.k, c.v, c.want, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), c.k) {
+			t.Errorf("error %q does not name knob %s", err, c.k)
+		}
+	}
+	s, _ := Preset("host")
+	s.Services = 3
+	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
+		t.Errorf("services on host: want error, got %v", err)
+	}
+}
+
+func TestParseSpecFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ok := write("ok.yaml", "topology: bridge\nnodes: 2\npods_per_node: 50\nknobs:\n  mtu: 1400\n  conntrack: on\n  services: 10\n")
+	s, err := LoadSpecFile(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Topology != "bridge" || s.Nodes != 2 || s.PodsPerNode != 50 || s.MTU != 1400 || !s.Conntrack || s.Services != 10 {
+		t.Fatalf("parsed %+v", s)
+	}
+	if lo := makeLayout(s, "abcd"); len(lo.pods) != 100 || len(lo.namespaces()) != 102 {
+		t.Fatalf("2x50 bridge: %d pods, %d namespaces", len(lo.pods), len(lo.namespaces()))
+	}
+	cases := []struct{ name, body, want string }{
+		{"unknown.yaml", "topology: vxlan\nmtuu: 1400\n", `line 2: unknown field "mtuu" (allowed: topology, nodes, pods_per_node, knobs)`},
+		{"badtopo.yaml", "topology: flannel\n", `field topology: unknown "flannel" (allowed: host, veth`},
+		{"notopo.yaml", "knobs: {mtu: 1400}\n", "field topology: missing"},
+		{"badknob.yaml", "topology: vxlan\nknobs:\n  mtu: huge\n", `line 3: field knobs.mtu: knob mtu: bad value "huge" (allowed: an integer 576..65535`},
+		{"unknownknob.yaml", "topology: vxlan\nknobs:\n  jumbo: on\n", `field knobs.jumbo: unknown knob "jumbo" (knobs:`},
+		{"badnodes.yaml", "topology: vxlan\nnodes: 3\n", "field nodes: knob nodes: bad value \"3\" (allowed: 1 or 2"},
+		{"badtype.yaml", "topology: vxlan\npods_per_node: many\n", "pods_per_node"},
+		{"empty.yaml", "", "empty topology file"},
+	}
+	for _, c := range cases {
+		p := write(c.name, c.body)
+		_, err := LoadSpecFile(p)
+		if err == nil {
+			t.Errorf("%s: want error", c.name)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), p+": ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n got %v\nwant prefix %q and %q", c.name, err, p, c.want)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", c.name, err)
+		}
+	}
+}
+
+func TestLayout(t *testing.T) {
+	mtu := func(topo string, sets ...string) int {
+		s, _ := Preset(topo)
+		for i := 0; i+1 < len(sets); i += 2 {
+			if err := s.Set(sets[i], sets[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return makeLayout(s, "abcd").podMTU
+	}
+	if got := mtu("vxlan"); got != 1450 {
+		t.Errorf("vxlan pod MTU %d, want 1450", got)
+	}
+	if got := mtu("vxlan", "underlay_mtu", "9000"); got != 8950 {
+		t.Errorf("vxlan pod MTU with underlay 9000: %d, want 8950", got)
+	}
+	if got := mtu("native"); got != 1500 {
+		t.Errorf("native pod MTU %d", got)
+	}
+	if got := mtu("vxlan", "mtu", "1400"); got != 1400 {
+		t.Errorf("vxlan mtu=1400: %d", got)
+	}
+	// Every interface name fits IFNAMSIZ even with the most pods.
+	for _, topo := range Presets() {
+		s, _ := Preset(topo)
+		if s.Set("pods_per_node", "200") == nil && s.Nodes == 1 {
+			_ = s.Set("nodes", "2")
+		}
+		l := plan(s, "zz99", "x")
+		if _, err := l.Endpoint("client"); err != nil {
+			t.Errorf("%s: %v", topo, err)
+		}
+		if _, err := l.Endpoint("server"); err != nil {
+			t.Errorf("%s: %v", topo, err)
+		}
+		if _, err := l.Endpoint("nope"); err == nil || !strings.Contains(err.Error(), "client") {
+			t.Errorf("%s: unknown endpoint error should list endpoints: %v", topo, err)
+		}
+		if s.Nodes == 2 && topo != TopoBridge || topo == TopoBridge && s.Nodes == 2 {
+			for _, n := range []string{"node1", "node2"} {
+				if e, err := l.Endpoint(n); err != nil || e.Kind != "node" {
+					t.Errorf("%s: %s: %v %+v", topo, n, err, e)
+				}
+			}
+		}
+		for _, p := range makeLayout(s, "zz99").pods {
+			if len(p.hostIf) > 15 {
+				t.Errorf("%s: interface %q too long", topo, p.hostIf)
+			}
+			if p.netns == "" {
+				t.Errorf("%s: pod %s has no namespace", topo, p.endpoint)
+			}
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+)
+
+// teardown removes what the state says may exist. Everything not found is
+// fine: a half-built lab has only some of it.
+func (l *Lab) teardown(ctx context.Context) error {
+	var errs []error
+	// Private OVS daemons first: a process inside a namespace would keep
+	// it (and its links) alive after the bind mount is gone.
+	for _, d := range l.PrivateOVS {
+		if err := stopPrivOVS(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(l.OVSBridges) > 0 && hostOVSRunning() {
+		for _, br := range l.OVSBridges {
+			if err := vsctl(ctx, "--if-exists", "del-br", br); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := each(context.WithoutCancel(ctx), l.Namespaces, netns.Delete); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range l.HostLinks {
+		if err := delHostLink(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := restoreSysctls(l.Sysctls); err != nil {
+		errs = append(errs, err)
+	}
+	if l.StartedOVS {
+		if err := stopHostOVS(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop open vswitch: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func delHostLink(name string) error {
+	lk, err := netlink.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("find link %s: %w", name, err)
+	}
+	if err := netlink.LinkDel(lk); err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return nil
+}
+
+// Clean removes every lab and everything named cnb-* that a killed run may
+// have left: labs with state files (through Down, which also restores host
+// sysctls and stops daemons it started), then any cnb-* namespace, link in
+// the host namespace, nftables table, OVS bridge, private OVS instance and
+// stray state file. It returns what it removed.
+func Clean(ctx context.Context) ([]string, error) {
+	return clean(ctx, func(string) bool { return true }, true)
+}
+
+// CleanID is Clean restricted to the objects of one run id (the 4
+// characters after "cnb-"): labs, namespaces, links, bridges and tables.
+func CleanID(ctx context.Context, id string) ([]string, error) {
+	if !runid.Valid(id) {
+		return nil, fmt.Errorf("run id %q: want 4 characters [a-z0-9], as in cnb-<id>-…", id)
+	}
+	return clean(ctx, func(x string) bool { return x == id }, false)
+}
+
+// clean is Clean restricted to run ids for which match is true; tests use it
+// so they never remove what a parallel test created.
+func clean(ctx context.Context, match func(id string) bool, all bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	labs, err := List()
+	if err != nil {
+		// A corrupt state file must not stop the sweep below.
+		errs = append(errs, err)
+	}
+	for _, l := range labs {
+		if !match(l.ID) {
+			continue
+		}
+		if err := l.Down(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "lab "+l.Name)
+	}
+	ours := func(name string) bool {
+		id, _, ok := runid.Parse(name)
+		return ok && match(id)
+	}
+	// Private OVS instances before namespaces (their daemons pin them).
+	if ents, err := os.ReadDir(privOVSRoot); err == nil {
+		for _, e := range ents {
+			if ours(e.Name()) {
+				if err := stopPrivOVS(filepath.Join(privOVSRoot, e.Name())); err != nil {
+					errs = append(errs, err)
+				} else {
+					removed = append(removed, "ovs instance "+e.Name())
+				}
+			}
+		}
+	}
+	if hostOVSRunning() {
+		if _, err := exec.LookPath("ovs-vsctl"); err == nil {
+			out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "list-br")
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for _, br := range strings.Fields(out) {
+				if ours(br) {
+					if err := vsctl(ctx, "--if-exists", "del-br", br); err != nil {
+						errs = append(errs, err)
+					} else {
+						removed = append(removed, "ovs bridge "+br)
+					}
+				}
+			}
+		}
+	}
+	nss, err := netns.List(runid.Prefix)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range nss {
+		if !ours(ns) {
+			continue
+		}
+		if err := netns.Delete(ns); err != nil {
+			errs = append(errs, err)
+		} else {
+			removed = append(removed, "netns "+ns)
+		}
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, lk := range links {
+		if n := lk.Attrs().Name; ours(n) {
+			if err := delHostLink(n); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, "link "+n)
+			}
+		}
+	}
+	if c, err := nftables.New(); err == nil {
+		tables, err := c.ListTables()
+		if err == nil {
+			for _, t := range tables {
+				if ours(t.Name) {
+					c.DelTable(t)
+					removed = append(removed, "nft table "+t.Name)
+				}
+			}
+			if err := c.Flush(); err != nil {
+				errs = append(errs, fmt.Errorf("delete nft tables: %w", err))
+			}
+		}
+	}
+	// Reservation files of an `up` killed before its first state write.
+	if ents, err := os.ReadDir(StateDir); err == nil {
+		for _, e := range ents {
+			p := filepath.Join(StateDir, e.Name())
+			n := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
+			if fi, err := e.Info(); err == nil && (strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0) {
+				if l, err := Get(n); (err == nil && !match(l.ID)) || (err != nil && !all) {
+					continue
+				}
+				if err := os.Remove(p); err == nil {
+					removed = append(removed, "state file "+e.Name())
+				}
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+)
+
+// UpOptions tunes Up.
+type UpOptions struct {
+	Name string    // lab name; "" = <topology>-<id>
+	Log  io.Writer // progress lines; nil = silent
+}
+
+// newID makes run ids; a variable so tests can know the id of a failing Up.
+var newID = runid.New
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// Up builds the topology described by s. The state file is written before
+// the first object is created; if anything fails, or ctx is cancelled
+// (Ctrl-C), Up removes what it created and returns the error.
+func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
+	start := time.Now()
+	if s == nil {
+		return nil, errors.New("lab up: no topology spec")
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("lab up: needs root (network namespaces and netlink); run with sudo")
+	}
+	id := newID()
+	name := o.Name
+	if name == "" {
+		name = s.Topology + "-" + id
+	}
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("lab name %q: use 1-63 letters, digits, '.', '_' or '-'", name)
+	}
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab state dir: %w", err)
+	}
+	// Reserve the name: O_EXCL makes two concurrent `up --name X` safe.
+	f, err := os.OpenFile(statePath(name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("lab %q already exists (remove it with `cnibench lab down %s`, or pick another --name)", name, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lab state: %w", err)
+	}
+	f.Close()
+	reserved := true
+	defer func() {
+		if reserved {
+			_ = os.Remove(statePath(name))
+		}
+	}()
+
+	if err := probe(ctx, s, id); err != nil {
+		return nil, err
+	}
+	l := plan(s, id, name)
+	l.Created, l.PID = start.UTC(), os.Getpid()
+	if err := l.save(); err != nil {
+		return nil, err
+	}
+	reserved = false
+
+	success := false
+	defer func() {
+		if success {
+			return
+		}
+		// The caller's ctx may be the cancelled one; undo regardless.
+		if terr := l.Down(context.WithoutCancel(ctx)); terr != nil {
+			err = fmt.Errorf("%w; undo also failed: %v (run `cnibench lab clean`)", err, terr)
+		}
+	}()
+
+	b := &builder{l: l, s: s, log: o.Log}
+	defer b.close()
+	if err := b.build(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lab up %s: interrupted (%v); everything created was removed", name, ctx.Err())
+		}
+		return nil, fmt.Errorf("lab up %s: %w; everything created was removed", name, err)
+	}
+	l.Complete = true
+	l.UpTime = time.Since(start).Round(time.Microsecond).String()
+	if err := l.save(); err != nil {
+		return nil, err
+	}
+	success = true
+	return l, nil
+}
+
+// probe checks kernel features a topology needs before anything is created,
+// in a throwaway namespace, so a missing feature leaves nothing behind.
+func probe(ctx context.Context, s *Spec, id string) error {
+	switch s.Topology {
+	case TopoGeneve, TopoIPIP:
+		ns := runid.Name(id, "probe")
+		if err := netns.Create(ns); err != nil {
+			return err
+		}
+		defer netns.Delete(ns)
+		return probeTunnel(ns, s.Topology)
+	case TopoOVSNetdev, TopoOVSNetdevGeneve:
+		return probeOVS(ctx)
+	}
+	return nil
+}

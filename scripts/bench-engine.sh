@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench-engine: measure one veth path between two network namespaces with
+# cnibench and with the reference tools (sockperf, qperf, iperf3), in the same
+# run, alternating tools round by round (A B A B) so drift and the noise of a
+# shared VM hit every tool alike. Prints each figure and each ratio against
+# the engine's targets. Everything it creates is named cnb-<id>-… and removed
+# on exit, failure or Ctrl-C.
+#
+#   ROUNDS=3 DUR=3 scripts/bench-engine.sh        (as root)
+set -euo pipefail
+
+BIN=${CNIBENCH_BIN:-$(pwd)/bin/cnibench}
+DUR=${DUR:-3}          # seconds per measurement
+ROUNDS=${ROUNDS:-3}    # alternations per tool
+[ "$(id -u)" = 0 ] || { echo "bench-engine: needs root (network namespaces)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "bench-engine: $BIN not built; run make build" >&2; exit 1; }
+for t in sockperf qperf iperf3 jq; do
+  command -v $t >/dev/null || { echo "bench-engine: $t missing; run make deps" >&2; exit 1; }
+done
+
+id=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
+S=cnb-$id-srv; C=cnb-$id-cli
+SIP=10.201.77.1; CIP=10.201.77.2
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  ip netns del "$S" 2>/dev/null || true
+  ip netns del "$C" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$S"; ip netns add "$C"
+ip link add "cnb-$id-s" netns "$S" type veth peer name "cnb-$id-c" netns "$C"
+ip -n "$S" addr add $SIP/24 dev "cnb-$id-s"; ip -n "$C" addr add $CIP/24 dev "cnb-$id-c"
+for n in "$S" "$C"; do ip -n "$n" link set lo up; done
+ip -n "$S" link set "cnb-$id-s" up; ip -n "$C" link set "cnb-$id-c" up
+
+srv() { ip netns exec "$S" "$@" >/dev/null 2>&1 & pids+=($!); }
+cli() { ip netns exec "$C" "$@"; }
+srv "$BIN" server --quiet --listen $SIP:7420
+srv sockperf server -i $SIP -p 11111
+srv sockperf server --tcp -i $SIP -p 11112
+srv qperf
+srv iperf3 -s -p 5201
+sleep 1
+
+# unit-aware qperf latency → µs ("latency = 8.71 us" or "870 ns")
+qperf_us() { awk '/latency/ {v=$3; u=$4; if (u=="ns") v/=1000; if (u=="ms") v*=1000; print v; exit}'; }
+sockperf_us() { sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' | head -1; }
+cnb() { cli "$BIN" client --server $SIP --duration ${DUR}s --warmup 500ms --json "$@"; }
+
+declare -A V   # V[metric]="v1 v2 …"
+add() { V[$1]="${V[$1]:-} $2"; printf '  %-28s %s\n' "$1" "$2"; }
+
+for r in $(seq "$ROUNDS"); do
+  echo "round $r/$ROUNDS"
+  add cnb_tcp_lat_us "$(cnb --test tcp_lat --msg-size 1 | jq '.results[0].latency.one_way_ns.mean/1000')"
+  add sockperf_tcp_us "$(cli sockperf ping-pong --tcp -i $SIP -p 11112 -m 14 -t "$DUR" 2>&1 | sockperf_us)"
+  add qperf_tcp_lat_us "$(cli qperf $SIP -t "$DUR" -m 1 tcp_lat | qperf_us)"
+  add cnb_udp_lat_us "$(cnb --test udp_lat --msg-size 1 | jq '.results[0].latency.one_way_ns.mean/1000')"
+  add sockperf_udp_us "$(cli sockperf ping-pong -i $SIP -p 11111 -m 14 -t "$DUR" 2>&1 | sockperf_us)"
+  add qperf_udp_lat_us "$(cli qperf $SIP -t "$DUR" -m 1 udp_lat | qperf_us)"
+  add cnb_tcp_bw_gbps "$(cnb --test tcp_bw --msg-size 128K | jq '.results[0].throughput.receiver_bps/1e9')"
+  add iperf3_tcp_gbps "$(cli iperf3 -c $SIP -p 5201 -t "$DUR" -O 1 -J | jq '.end.sum_received.bits_per_second/1e9')"
+  u=$(cnb --test udp_bw --msg-size 64)
+  add cnb_udp_bw_kpps "$(jq '.results[0].throughput.receiver_pps/1000' <<<"$u")"
+  echo "    cnibench udp_bw: $(jq -r '.results[0].udp | "sent \(.sent) received \(.received) lost \(.lost) ooo \(.out_of_order) dup \(.duplicated) kernel RcvbufErrors \(.kernel_rcvbuf_errors) InErrors \(.kernel_in_errors)"' <<<"$u")"
+  acc=$(jq '.results[0].udp | if (.sent - .received == .lost) and (.lost == .kernel_in_errors) then 1 else 0 end' <<<"$u")
+  add cnb_udp_lost_accounted "$acc"
+  add iperf3_udp_kpps "$(cli iperf3 -c $SIP -p 5201 -u -b 0 -l 64 -t "$DUR" -J | jq '.end.sum as $s | ($s.packets - $s.lost_packets)/$s.seconds/1000')"
+done
+
+med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+m() { med <<<"${V[$1]}"; }
+echo
+echo "medians over $ROUNDS rounds of ${DUR}s (veth between two namespaces; sockperf at its 14 B minimum)"
+for k in "${!V[@]}"; do printf '  %-28s %s\n' "$k" "$(m "$k")"; done | sort
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
+minof() { awk -v a="$1" -v b="$2" 'BEGIN {print (a<b)?a:b}'; }
+verdict() { awk -v r="$1" -v t="$2" -v op="$3" 'BEGIN {ok = (op=="<=") ? (r<=t) : (r>=t); print ok ? "MET" : "MISSED"}'; }
+echo
+r1=$(ratio "$(m cnb_tcp_lat_us)" "$(minof "$(m sockperf_tcp_us)" "$(m qperf_tcp_lat_us)")")
+r2=$(ratio "$(m cnb_udp_lat_us)" "$(minof "$(m sockperf_udp_us)" "$(m qperf_udp_lat_us)")")
+r3=$(ratio "$(m cnb_tcp_bw_gbps)" "$(m iperf3_tcp_gbps)")
+r4=$(ratio "$(m cnb_udp_bw_kpps)" "$(m iperf3_udp_kpps)")
+acc=$(tr ' ' '\n' <<<"${V[cnb_udp_lost_accounted]}" | grep -c '^0$' || true)
+printf 'tcp_lat 1B one-way mean / min(sockperf, qperf) = %s  (target <= 1.03) %s\n' "$r1" "$(verdict "$r1" 1.03 '<=')"
+printf 'udp_lat 1B one-way mean / min(sockperf, qperf) = %s  (target <= 1.03) %s\n' "$r2" "$(verdict "$r2" 1.03 '<=')"
+printf 'tcp_bw 1 stream / iperf3                       = %s  (target >= 0.95) %s\n' "$r3" "$(verdict "$r3" 0.95 '>=')"
+printf 'udp_bw 64B received pps / iperf3               = %s  (target >= 1.5)  %s\n' "$r4" "$(verdict "$r4" 1.5 '>=')"
+printf 'udp_bw rounds where lost != sent-received or != kernel InErrors: %s of %s\n' "$acc" "$ROUNDS"
