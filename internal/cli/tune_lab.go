@@ -1,9 +1,34 @@
 package cli
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
 
-// labNamespaces resolves --scope lab:<name>. pkg/lab is built in parallel;
-// until it is merged, lab scope says so and netns:<name> does the same job.
+	"github.com/cnibench/cnibench/pkg/lab"
+)
+
+// labNamespaces resolves --scope lab:<name> to the distinct namespaces of the
+// lab's endpoints. Endpoints in the host's namespace (Netns "") are left out:
+// lab scope never touches the host.
 func labNamespaces(name string) ([]string, error) {
-	return nil, UsageError{fmt.Errorf("--scope lab:%s: lab support is not built into this binary yet; use --scope netns:<name> with the lab's namespace names", name)}
+	if name == "" {
+		return nil, UsageError{fmt.Errorf("--scope lab: needs a lab name (see `cnibench lab list`)")}
+	}
+	l, err := lab.Get(name)
+	if err != nil {
+		return nil, UsageError{fmt.Errorf("--scope lab:%s: %w", name, err)}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, ep := range l.Endpoints {
+		if ep.Netns != "" && !seen[ep.Netns] {
+			seen[ep.Netns] = true
+			out = append(out, ep.Netns)
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, UsageError{fmt.Errorf("--scope lab:%s: the lab has no endpoint in its own namespace", name)}
+	}
+	return out, nil
 }

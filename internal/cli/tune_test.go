@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/lab/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/tune"
@@ -135,5 +136,65 @@ func TestTuneNetnsEndToEnd(t *testing.T) {
 	out, _ = runCLI(t, "tune", "status", "--journal-dir", jdir)
 	if !strings.Contains(out, "nothing to roll back") {
 		t.Errorf("status after rollback:\n%s", out)
+	}
+}
+
+// TestTuneLabScope builds a real vxlan lab, audits and applies the latency
+// profile in its namespaces only, and rolls back (privileged).
+func TestTuneLabScope(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to build a lab (CI runs as root)")
+	}
+	spec, err := lab.Preset("vxlan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := lab.Up(ctx, spec, lab.UpOptions{Name: "tunetest-" + runid.New()})
+	if errors.Is(err, lab.ErrNotSupported) {
+		t.Skipf("vxlan lab: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Down(context.Background()) })
+	nss, err := labNamespaces(l.Name)
+	if err != nil || len(nss) < 2 {
+		t.Fatalf("lab namespaces: %v %v", nss, err)
+	}
+	for _, ns := range nss {
+		if err := netns.Do(ns, func() error { return os.WriteFile("/proc/sys/net/ipv4/tcp_fastopen", []byte("1"), 0) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostBefore, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_fastopen")
+
+	out, err := runCLI(t, "tune", "audit", "--scope", "lab:"+l.Name, "--profile", "latency")
+	if err != nil || !strings.Contains(out, "mtu.consistency") || !strings.Contains(out, "vxlan mtu") {
+		t.Fatalf("audit: %v\n%s", err, out)
+	}
+	jdir := t.TempDir()
+	out, err = runCLI(t, "tune", "apply", "--profile", "latency", "--scope", "lab:"+l.Name, "--journal-dir", jdir)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "net.ipv4.tcp_fastopen"); n != len(nss) {
+		t.Errorf("tcp_fastopen changed in %d namespaces, want %d:\n%s", n, len(nss), out)
+	}
+	if strings.Contains(out, "net.core.busy_poll") || strings.Contains(out, "irq.") {
+		t.Errorf("lab scope planned host knobs:\n%s", out)
+	}
+	if b, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_fastopen"); string(b) != string(hostBefore) {
+		t.Errorf("host tcp_fastopen changed: %q -> %q", hostBefore, b)
+	}
+	if _, err := runCLI(t, "tune", "rollback", "--journal-dir", jdir); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nss {
+		var b []byte
+		_ = netns.Do(ns, func() (err error) { b, err = os.ReadFile("/proc/sys/net/ipv4/tcp_fastopen"); return err })
+		if string(b) != "1\n" {
+			t.Errorf("%s: tcp_fastopen %q after rollback, want \"1\\n\"", ns, b)
+		}
 	}
 }
