@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/lab/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -312,11 +313,15 @@ func writeKnob(e *Env, k *Knob, target, value string, absent bool) error {
 	return k.Write(e, target, value, absent)
 }
 
+// netnsExists is a variable so tests can simulate a vanished namespace.
+var netnsExists = netns.Exists
+
 // ErrRolledBack is returned when a journal was already rolled back.
 var ErrRolledBack = errors.New("already rolled back")
 
 // Rollback restores every change of the journal at path, newest first, using
-// the values exactly as they were read. Entries whose write never happened
+// the values exactly as they were read. Changes inside a namespace that no
+// longer exists count as restored: the namespace took its values with it. Entries whose write never happened
 // (a crash between the journal line and the write) restore the old value,
 // which is harmless. It keeps going past failures and returns them joined;
 // only a complete rollback is marked in the journal.
@@ -343,6 +348,12 @@ func Rollback(e *Env, path string) (restored int, err error) {
 		}
 		env := e
 		if en.Netns != "" {
+			if !netnsExists(en.Netns) {
+				// The namespace is gone (a lab torn down), and its values
+				// with it: nothing is left to restore, as in CNI's DEL.
+				restored++
+				continue
+			}
 			env = e.WithNetns(en.Netns)
 		}
 		if werr := writeKnob(env, k, en.Target, en.Old, en.OldAbsent); werr != nil {

@@ -206,3 +206,26 @@ func TestCrashMidApply(t *testing.T) {
 		}
 	}
 }
+
+// A lab torn down after apply leaves a journal for namespaces that are gone;
+// rolling it back succeeds and marks it done.
+func TestRollbackNamespaceGone(t *testing.T) {
+	ns := newNetns(t)
+	lower(t, ns)
+	jdir := t.TempDir()
+	rep, err := Apply(ApplyOptions{Env: DefaultEnv(), Profile: Latency, Knobs: Knobs(), Netns: []string{ns}, JournalDir: jdir})
+	if err != nil || len(rep.Changes) == 0 {
+		t.Fatalf("apply: %+v %v", rep, err)
+	}
+	if err := netns.Delete(ns); err != nil {
+		t.Fatal(err)
+	}
+	n, err := Rollback(DefaultEnv(), rep.Journal)
+	if err != nil || n != len(rep.Changes) {
+		t.Fatalf("rollback: %d %v", n, err)
+	}
+	js, _ := Journals(jdir)
+	if len(js) != 1 || !js[0].RolledBack {
+		t.Errorf("journal not marked rolled back: %+v", js)
+	}
+}
