@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/safchain/ethtool"
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // NIC knobs: ring sizes, offloads, IRQ affinity and irqbalance. Interfaces
@@ -95,7 +95,7 @@ func (kernelNIC) SetFeature(ifname, feature string, on bool) error {
 
 // nicErr explains ethtool errors a user meets on virtual hardware.
 func nicErr(ifname, what string, err error) error {
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("%s: driver does not support %s (%v)", ifname, what, err)
 	}
 	return fmt.Errorf("%s: %s: %w", ifname, what, err)
