@@ -65,7 +65,7 @@ func (l *latHist) dist() (result.Dist, bool) {
 	if v < 0 { // rounding
 		v = 0
 	}
-	q := func(p float64) *float64 { return result.F(float64(l.h.ValueAtQuantile(p))) }
+	q := func(p float64) *float64 { return result.F(l.quantile(p)) }
 	return result.Dist{
 		Count:  l.n,
 		Min:    result.F(float64(l.min)),
@@ -77,6 +77,19 @@ func (l *latHist) dist() (result.Dist, bool) {
 		P999:   q(99.9),
 		Max:    result.F(float64(l.max)),
 	}, true
+}
+
+// quantile is the HDR value at percentile p, clamped to the exact min and
+// max (HDR reports the top of a bucket, which can pass the true maximum).
+func (l *latHist) quantile(p float64) float64 {
+	switch p {
+	case 0:
+		return float64(l.min)
+	case 100:
+		return float64(l.max)
+	}
+	v := l.h.ValueAtQuantile(p)
+	return float64(min(max(v, l.min), l.max))
 }
 
 // halve returns d with every value divided by two: the one-way convention
@@ -103,14 +116,7 @@ func (l *latHist) cdf() []result.CDFPoint {
 	}
 	out := make([]result.CDFPoint, 0, len(cdfPercentiles))
 	for _, p := range cdfPercentiles {
-		v := float64(l.h.ValueAtQuantile(p))
-		switch p {
-		case 0:
-			v = float64(l.min)
-		case 100:
-			v = float64(l.max)
-		}
-		out = append(out, result.CDFPoint{Percentile: p, Ns: v})
+		out = append(out, result.CDFPoint{Percentile: p, Ns: l.quantile(p)})
 	}
 	return out
 }

@@ -285,4 +285,3 @@ func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error 
 		}
 	}
 }
-

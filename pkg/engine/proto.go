@@ -104,9 +104,9 @@ type Msg struct {
 	Type string `json:"type"`
 
 	// hello / welcome
-	Proto   int    `json:"proto,omitempty"`
-	Version string `json:"version,omitempty"` // cnibench version of the sender
-	Session uint32 `json:"session,omitempty"`
+	Proto   int                 `json:"proto,omitempty"`
+	Version string              `json:"version,omitempty"` // cnibench version of the sender
+	Session uint32              `json:"session,omitempty"`
 	Env     *result.Fingerprint `json:"env,omitempty"`
 
 	// setup

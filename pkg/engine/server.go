@@ -70,8 +70,8 @@ func Listen(o ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("bad --listen %q: want ADDR:PORT or :PORT", o.Listen)
 	}
 	port, err := strconv.Atoi(ps)
-	if err != nil || port < 1 || port > 65535 {
-		return nil, fmt.Errorf("bad --listen %q: port must be 1-65535", o.Listen)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("bad --listen %q: port must be 1-65535 (0 picks a free one)", o.Listen)
 	}
 	ip := net.IPv4zero
 	if host != "" {
@@ -85,7 +85,20 @@ func Listen(o ServerOptions) (*Server, error) {
 	if s.tcpFD, err = listenTCP(ip, port); err != nil {
 		return nil, fmt.Errorf("listen tcp %s: %w (is another server running? choose another --listen port)", o.Listen, err)
 	}
-	if s.udpFD, err = udpSocket(ip, port); err != nil {
+	if port == 0 { // tests: take the port the kernel picked, for UDP too
+		sa, err := unix.Getsockname(s.tcpFD)
+		if err != nil {
+			unix.Close(s.tcpFD)
+			return nil, fmt.Errorf("listen tcp %s: %w", o.Listen, err)
+		}
+		switch a := sa.(type) {
+		case *unix.SockaddrInet4:
+			s.port = a.Port
+		case *unix.SockaddrInet6:
+			s.port = a.Port
+		}
+	}
+	if s.udpFD, err = udpSocket(ip, s.port); err != nil {
 		unix.Close(s.tcpFD)
 		return nil, fmt.Errorf("listen udp %s: %w (choose another --listen port)", o.Listen, err)
 	}
@@ -115,7 +128,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		ss.abort()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	waited := make(chan struct{})
+	go func() { s.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		return errors.New("server: sessions did not end within 5s of shutdown")
+	}
 	return nil
 }
 
@@ -277,6 +296,7 @@ func (s *Server) control(fd int) {
 		return
 	}
 	ss := newSession(s, id, *m.Setup)
+	ss.ctl = c
 	s.mu.Lock()
 	s.sessions[id] = ss
 	s.mu.Unlock()
@@ -352,7 +372,8 @@ type session struct {
 	srv   *Server
 	id    uint32
 	setup Setup
-	resp  []byte // tcp_crr response
+	resp  []byte   // tcp_crr response
+	ctl   net.Conn // closed by abort, so a server shutdown ends the session at once
 
 	mu      sync.Mutex
 	fds     map[int]int // stream -> fd
@@ -475,6 +496,9 @@ func (ss *session) abort() {
 		}
 	}
 	ss.mu.Unlock()
+	if ss.srv.closed.Load() && ss.ctl != nil {
+		_ = ss.ctl.Close()
+	}
 }
 
 func (ss *session) wait() {
@@ -661,7 +685,7 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, last *atomic.Int64, stop *atomi
 			}
 			return
 		}
-		if n == 0 && stop.Load() {
+		if stop.Load() { // after shutdown, reads return empty datagrams forever
 			return
 		}
 		now := nanotime()

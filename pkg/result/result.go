@@ -171,6 +171,10 @@ type CPUSide struct {
 	IowaitPct  *float64   `json:"iowait_pct"`
 	StealPct   *float64   `json:"steal_pct"`
 	PerCPU     []CPUSplit `json:"per_cpu,omitempty"`
+	// HostBusyPct is the whole host's busy CPU time over wall time, where
+	// 100 = one CPU busy. It is what qperf reports as cpus_used (read from
+	// /proc/stat, so it counts every process, not only the tool's).
+	HostBusyPct *float64 `json:"host_busy_pct,omitempty"`
 	// Derived: process CPU per transaction, and per gigabyte moved.
 	UsPerTransaction *float64 `json:"us_per_transaction"`
 	SecondsPerGB     *float64 `json:"seconds_per_gb"`

@@ -1,0 +1,78 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxUDPPayload is the largest UDP payload over IPv4 (65535 - 20 - 8). Tools
+// asked for larger datagrams fail every send and some (qperf) then report a
+// bandwidth of 0, so drivers refuse such sizes up front.
+const MaxUDPPayload = 65507
+
+// DefaultPorter is implemented by drivers whose tool listens on a known port
+// when Spec.Port is 0. Measure uses it to know which port to wait for.
+type DefaultPorter interface {
+	DefaultPort() int
+}
+
+// CheckInstalled returns nil when bin is on $PATH, else the one-line error the
+// Driver.Installed contract asks for: "<bin> is not installed: apt-get install <pkg>".
+func CheckInstalled(bin, aptPkg string) error {
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("%s is not installed: apt-get install %s", bin, aptPkg)
+	}
+	return nil
+}
+
+// RunVersion runs argv (a tool's version flag) with a short timeout and
+// returns its combined output, for Driver.Version implementations.
+func RunVersion(argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil && len(bytes.TrimSpace(out)) == 0 {
+		return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return string(out), nil
+}
+
+// WholeSeconds converts a duration to the whole seconds that tools taking an
+// integer -t accept. It refuses fractions instead of silently rounding, so the
+// measured interval is the one asked for.
+func WholeSeconds(tool string, d time.Duration) (int, error) {
+	if d <= 0 {
+		return 0, fmt.Errorf("%s: duration must be positive, got %s", tool, d)
+	}
+	if d%time.Second != 0 {
+		return 0, fmt.Errorf("%s takes whole seconds; duration %s is not (use e.g. %ds)", tool, d, int(math.Ceil(d.Seconds())))
+	}
+	return int(d / time.Second), nil
+}
+
+// Itoa is strconv.Itoa, shortened for argv building.
+func Itoa(n int) string { return strconv.Itoa(n) }
+
+// StripANSI removes terminal colour escapes (ESC [ ... letter), which some
+// tools (sockperf) print even when stdout is not a terminal.
+func StripANSI(b []byte) []byte {
+	var out bytes.Buffer
+	for i := 0; i < len(b); i++ {
+		if b[i] == 0x1b && i+1 < len(b) && b[i+1] == '[' {
+			j := i + 2
+			for j < len(b) && (b[j] < 0x40 || b[j] > 0x7e) {
+				j++
+			}
+			i = j // skip the final letter too
+			continue
+		}
+		out.WriteByte(b[i])
+	}
+	return out.Bytes()
+}

@@ -1,0 +1,134 @@
+// Package iperf3 runs iperf3 (the tool behind the Cilium tunnel-mode and the
+// OVS userspace UDP tables) behind the driver interface, parsing its -J JSON
+// into typed structs.
+package iperf3
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// DefaultPort is iperf3's port when -p is not given.
+const DefaultPort = 5201
+
+func init() { driver.Register(Driver{}) }
+
+// Driver is the iperf3 driver. It holds no state.
+type Driver struct{}
+
+// Name implements driver.Driver.
+func (Driver) Name() string { return "iperf3" }
+
+// DefaultPort implements driver.DefaultPorter.
+func (Driver) DefaultPort() int { return DefaultPort }
+
+// Supports implements driver.Driver: iperf3 streams; it has no request/response test.
+func (Driver) Supports(test string) error {
+	switch test {
+	case result.TCPBW, result.UDPBW:
+		return nil
+	case result.TCPLat, result.UDPLat, result.TCPCRR:
+		return fmt.Errorf("iperf3 has no %s test (it only streams); use engine qperf, sockperf or builtin", test)
+	}
+	return fmt.Errorf("iperf3: unknown test %q (iperf3 runs tcp_bw, udp_bw)", test)
+}
+
+// Installed implements driver.Driver.
+func (Driver) Installed() error { return driver.CheckInstalled("iperf3", "iperf3") }
+
+// Version implements driver.Driver ("iperf 3.12 (cJSON 1.7.15)" → "3.12").
+func (Driver) Version() (string, error) {
+	out, err := driver.RunVersion("iperf3", "--version")
+	if err != nil {
+		return "", err
+	}
+	return versionOf(out)
+}
+
+func versionOf(s string) (string, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 || f[0] != "iperf" {
+		return "", fmt.Errorf("iperf3 version %q: expected \"iperf <version>\"", strings.TrimSpace(firstLine(s)))
+	}
+	return f[1], nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ServerCommand implements driver.Driver: a one-off server (`-1`) that exits
+// after serving one test, so nothing outlives the measurement.
+func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+	argv := []string{"iperf3", "-s", "-1"}
+	if spec.Port != 0 {
+		argv = append(argv, "-p", driver.Itoa(spec.Port))
+	}
+	return argv, nil
+}
+
+// ClientCommand implements driver.Driver. Warmup maps onto iperf3's --omit:
+// the first seconds are sent but left out of the end totals.
+func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.Supports(spec.Test); err != nil {
+		return nil, err
+	}
+	if spec.Server == "" {
+		return nil, fmt.Errorf("iperf3: no server address given")
+	}
+	secs, err := driver.WholeSeconds("iperf3", spec.Duration)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{"iperf3", "-c", spec.Server}
+	if spec.Port != 0 {
+		argv = append(argv, "-p", driver.Itoa(spec.Port))
+	}
+	argv = append(argv, "-t", driver.Itoa(secs))
+	if spec.Warmup != 0 {
+		w, err := driver.WholeSeconds("iperf3 --omit", spec.Warmup)
+		if err != nil {
+			return nil, err
+		}
+		argv = append(argv, "-O", driver.Itoa(w))
+	}
+	if spec.Parallel > 1 {
+		if spec.Parallel > 128 {
+			return nil, fmt.Errorf("iperf3 allows at most 128 parallel streams, got %d", spec.Parallel)
+		}
+		argv = append(argv, "-P", driver.Itoa(spec.Parallel))
+	}
+	if spec.MsgSize < 0 {
+		return nil, fmt.Errorf("iperf3: message size must be positive, got %d", spec.MsgSize)
+	}
+	switch spec.Test {
+	case result.UDPBW:
+		if spec.MsgSize > driver.MaxUDPPayload {
+			return nil, fmt.Errorf("iperf3 udp_bw: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.MsgSize, driver.MaxUDPPayload)
+		}
+		if spec.RateBps < 0 {
+			return nil, fmt.Errorf("iperf3 udp_bw: rate must be >= 0, got %v", spec.RateBps)
+		}
+		// iperf3's UDP default is 1 Mbit/s; 0 means unlimited, which is
+		// what rate 0 means in a Spec, so it is always spelled out.
+		argv = append(argv, "-u", "-b", strconv.FormatFloat(spec.RateBps, 'f', 0, 64))
+		if spec.MsgSize > 0 {
+			argv = append(argv, "-l", driver.Itoa(spec.MsgSize))
+		}
+	case result.TCPBW:
+		if spec.RateBps != 0 {
+			argv = append(argv, "-b", strconv.FormatFloat(spec.RateBps, 'f', 0, 64))
+		}
+		if spec.MsgSize > 0 {
+			argv = append(argv, "-l", driver.Itoa(spec.MsgSize)) // write size, as qperf's msg_size
+		}
+	}
+	return append(argv, "-J"), nil
+}

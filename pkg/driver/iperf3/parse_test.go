@@ -1,0 +1,189 @@
+package iperf3
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+)
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func spec(test string, size int) driver.Spec {
+	return driver.Spec{Server: "127.0.0.1", Port: 15210, Test: test, MsgSize: size, Duration: time.Second}
+}
+
+func eq(t *testing.T, what string, got *float64, want float64) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: nil, want %v", what, want)
+	}
+	if math.Abs(*got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Fatalf("%s = %v, want %v", what, *got, want)
+	}
+}
+
+func TestParseTCP(t *testing.T) {
+	r, err := Driver{}.Parse(spec("tcp_bw", 0), read(t, "tcp_P1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "sender bps", r.Throughput.SenderBps, 18143628122.21987)
+	eq(t, "receiver bps", r.Throughput.ReceiverBps, 18075716446.7898)
+	if *r.Throughput.BytesSent != 2273968128 || *r.Throughput.BytesReceived != 2273574912 {
+		t.Fatalf("bytes %d/%d", *r.Throughput.BytesSent, *r.Throughput.BytesReceived)
+	}
+	if r.TCP == nil || *r.TCP.Retransmits != 6 {
+		t.Fatalf("retransmits %+v", r.TCP)
+	}
+	eq(t, "client cpu", r.CPU.Client.ProcessPct, 30.693989677562573)
+	eq(t, "server cpu", r.CPU.Server.ProcessPct, 27.9651222302056)
+	if r.Tool.Version != "3.12" || r.MsgSizeBytes != 131072 || r.Parallel != 1 || r.DurationSeconds != 1.002652 {
+		t.Fatalf("tool/size/parallel/duration = %+v %d %d %v", r.Tool, r.MsgSizeBytes, r.Parallel, r.DurationSeconds)
+	}
+	if r.Throughput.SenderPps != nil || r.Missing["throughput.sender_pps"] == "" {
+		t.Fatal("TCP pps must be nil with a reason")
+	}
+	if r.Start.IsZero() || len(r.Streams) != 0 {
+		t.Fatalf("start %v, streams %d", r.Start, len(r.Streams))
+	}
+}
+
+func TestParseTCPParallelWithServerText(t *testing.T) {
+	s := spec("tcp_bw", 0)
+	s.Parallel = 2
+	r, err := Driver{}.Parse(s, read(t, "tcp_P2_server_text.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Parallel != 2 || len(r.Streams) != 2 {
+		t.Fatalf("parallel %d streams %d", r.Parallel, len(r.Streams))
+	}
+	var sum float64
+	for _, st := range r.Streams {
+		sum += *st.Throughput.ReceiverBps
+	}
+	if math.Abs(sum-*r.Throughput.ReceiverBps)/sum > 0.01 {
+		t.Fatalf("streams sum %v, total %v", sum, *r.Throughput.ReceiverBps)
+	}
+	if !reflect.DeepEqual(r.Tool.Command, []string{"iperf3", "-c", "127.0.0.1", "-p", "15210", "-t", "1", "-P", "2", "-J"}) {
+		t.Fatalf("command %q", r.Tool.Command)
+	}
+}
+
+func TestParseTCPOmit(t *testing.T) {
+	r, err := Driver{}.Parse(spec("tcp_bw", 0), read(t, "tcp_omit1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.WarmupSeconds != 1 || r.DurationSeconds != 2.000073 {
+		t.Fatalf("warmup %v duration %v", r.WarmupSeconds, r.DurationSeconds)
+	}
+}
+
+func TestParseUDP(t *testing.T) {
+	r, err := Driver{}.Parse(spec("udp_bw", 1400), read(t, "udp_b0_l1400.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := r.UDP
+	if u.Sent != 86620 || u.Lost != 49417 || u.Received != 86620-49417 || u.OutOfOrder != 0 {
+		t.Fatalf("udp %+v", u)
+	}
+	if u.LossPct != 57.0503347956592 {
+		t.Fatalf("loss %v", u.LossPct)
+	}
+	eq(t, "jitter ns", u.JitterNs, 0.007456816714357528*1e6)
+	eq(t, "receiver bps", r.Throughput.ReceiverBps, 416078607.5911446)
+	eq(t, "sender pps", r.Throughput.SenderPps, 86620/1.001218)
+	if r.Missing["udp.duplicated"] == "" || r.MsgSizeBytes != 1400 {
+		t.Fatalf("missing %v size %d", r.Missing, r.MsgSizeBytes)
+	}
+
+	// With the server's own -J document embedded (--get-server-output).
+	r, err = Driver{}.Parse(spec("udp_bw", 1400), read(t, "udp_server_json.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UDP.Lost != 75 || r.UDP.Sent != 8922 {
+		t.Fatalf("udp %+v", r.UDP)
+	}
+}
+
+func TestParseUDPLegacy(t *testing.T) {
+	r, err := Driver{}.Parse(spec("udp_bw", 1400), read(t, "edited_udp_legacy_sum_only.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Throughput.ReceiverBps != nil || r.Missing["throughput.receiver_bps"] == "" {
+		t.Fatal("legacy layout: receiver bps must be nil with a reason")
+	}
+	if r.UDP.Lost != 49417 || r.UDP.LossPct != 57.0503347956592 {
+		t.Fatalf("udp %+v", r.UDP)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ file, test, want string }{
+		{"error_refused.json", "tcp_bw", "iperf3: unable to connect to server: Connection refused"},
+		{"edited_error_busy.json", "tcp_bw", "iperf3: the server is busy"},
+		{"edited_tcp_no_receiver_bps.json", "tcp_bw", "no end.sum_received.bits_per_second"},
+		{"udp_b0_l1400.json", "tcp_bw", `ran a "UDP" test, tcp_bw was asked`},
+		{"tcp_P1.json", "tcp_lat", "iperf3 has no tcp_lat test"},
+	}
+	for _, c := range cases {
+		_, err := Driver{}.Parse(spec(c.test, 0), read(t, c.file))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.file, err, c.want)
+		}
+	}
+	for _, out := range []string{"", "iperf3: error - unable to connect", "{"} {
+		if _, err := (Driver{}).Parse(spec("tcp_bw", 0), []byte(out)); err == nil {
+			t.Errorf("output %q parsed", out)
+		}
+	}
+}
+
+func TestCommands(t *testing.T) {
+	d := Driver{}
+	s := spec("udp_bw", 1024)
+	s.Warmup = time.Second
+	argv, err := d.ClientCommand(s)
+	want := []string{"iperf3", "-c", "127.0.0.1", "-p", "15210", "-t", "1", "-O", "1", "-u", "-b", "0", "-l", "1024", "-J"}
+	if err != nil || !reflect.DeepEqual(argv, want) {
+		t.Fatalf("udp argv %q %v", argv, err)
+	}
+	s.RateBps = 3e9
+	argv, _ = d.ClientCommand(s)
+	if strings.Join(argv, " ") != "iperf3 -c 127.0.0.1 -p 15210 -t 1 -O 1 -u -b 3000000000 -l 1024 -J" {
+		t.Fatalf("rate argv %q", argv)
+	}
+	s.Warmup = 500 * time.Millisecond
+	if _, err := d.ClientCommand(s); err == nil {
+		t.Fatal("fractional warmup accepted")
+	}
+	for _, test := range []string{"tcp_lat", "udp_lat", "tcp_crr"} {
+		if err := d.Supports(test); err == nil || !strings.Contains(err.Error(), "iperf3 has no "+test) {
+			t.Fatalf("%s: %v", test, err)
+		}
+	}
+	argv, _ = d.ServerCommand(driver.Spec{Port: 5999})
+	if strings.Join(argv, " ") != "iperf3 -s -1 -p 5999" {
+		t.Fatalf("server %q", argv)
+	}
+	if v, err := versionOf("iperf 3.12 (cJSON 1.7.15)\nLinux vm"); err != nil || v != "3.12" {
+		t.Fatal(v, err)
+	}
+}

@@ -1,0 +1,381 @@
+package driver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// Timeouts used by Measure. Variables so a slow CI host can widen them.
+var (
+	// ReadyTimeout bounds how long a server may take to bind its port.
+	ReadyTimeout = 10 * time.Second
+	// ClientMargin is added to duration+warmup for the client's deadline;
+	// it covers connection setup and the tools' own result exchange.
+	ClientMargin = 20 * time.Second
+	// StopGrace is how long a server gets after SIGTERM before SIGKILL.
+	StopGrace = 2 * time.Second
+)
+
+// Measure runs one measurement of spec with d across two network namespaces:
+// it starts d's server in serverNS, waits until the server has bound its port
+// there, runs d's client in clientNS with a deadline of duration + warmup +
+// ClientMargin, parses the client's output, and stops the server by its
+// process group on every path (success, failure, ctx cancelled). An empty
+// namespace name means the caller's namespace.
+//
+// When the tool reports no process CPU for a side, Measure fills it from the
+// process's rusage (user+sys): the client's over its own run, the server's
+// over its whole life (servers idle while not serving, so this is close to
+// the CPU spent on the test). ProcessPct divides by the client's wall time,
+// the interval both sides were busy.
+func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string) (*result.Result, error) {
+	name := d.Name()
+	if err := d.Supports(spec.Test); err != nil {
+		return nil, err
+	}
+	if err := d.Installed(); err != nil {
+		return nil, err
+	}
+	if spec.Port == 0 {
+		if p, ok := d.(DefaultPorter); ok {
+			spec.Port = p.DefaultPort()
+		}
+	}
+	if spec.Port == 0 {
+		return nil, fmt.Errorf("%s: no port given and the driver has no default port", name)
+	}
+	srvArgv, err := d.ServerCommand(spec)
+	if err != nil {
+		return nil, err
+	}
+	cliArgv, err := d.ClientCommand(spec)
+	if err != nil {
+		return nil, err
+	}
+
+	srv, err := startProcess(nil, serverNS, srvArgv, nil)
+	if err != nil {
+		return nil, fmt.Errorf("start %s server in netns %q: %w", name, serverNS, err)
+	}
+	stopped := false
+	stopServer := func() {
+		if !stopped {
+			stopped = true
+			srv.stop()
+		}
+	}
+	defer stopServer()
+
+	if err := srv.waitListening(ctx, spec.Port, ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("%s server (%s): %w", name, strings.Join(srvArgv, " "), err)
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, spec.Duration+spec.Warmup+ClientMargin)
+	defer cancel()
+	var stdout bytes.Buffer
+	cli, err := startProcess(cctx, clientNS, cliArgv, &stdout)
+	if err != nil {
+		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
+	}
+	<-cli.done
+	stopServer()
+
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
+	}
+	if cctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("%s client did not finish within %s (killed): %s", name,
+			spec.Duration+spec.Warmup+ClientMargin, tailLine(cli.stderr.String(), srv.stderr.String()))
+	}
+	r, perr := d.Parse(spec, stdout.Bytes())
+	if cli.waitErr != nil {
+		// The tool's own message (e.g. iperf3's JSON "error") beats an exit status.
+		if perr != nil {
+			return nil, fmt.Errorf("%s client failed (%v): %v; stderr: %s", name, cli.waitErr, perr, tailLine(cli.stderr.String(), srv.stderr.String()))
+		}
+		return nil, fmt.Errorf("%s client failed (%v): %s", name, cli.waitErr, tailLine(cli.stderr.String(), srv.stderr.String()))
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("%s: %w; stderr: %s", name, perr, tailLine(cli.stderr.String(), srv.stderr.String()))
+	}
+
+	if r.Tool.Name == "" {
+		r.Tool.Name = name
+	}
+	if len(r.Tool.Command) == 0 {
+		r.Tool.Command = cliArgv
+	}
+	if r.Tool.Version == "" {
+		if v, err := d.Version(); err == nil {
+			r.Tool.Version = v
+		} else {
+			r.SetMissing("tool.version", err.Error())
+		}
+	}
+	if r.Start.IsZero() {
+		r.Start = cli.started
+	}
+	wall := cli.ended.Sub(cli.started).Seconds()
+	fillProcessCPU(r, "client", cli.cmd.ProcessState, wall)
+	fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
+	return r, nil
+}
+
+// fillProcessCPU stores a side's rusage (user+sys seconds) when the tool did
+// not report that side's process seconds, derives the percentage and the
+// per-transaction and per-GB costs where the tool gave none, and removes the
+// matching Missing entries.
+func fillProcessCPU(r *result.Result, side string, ps *os.ProcessState, wall float64) {
+	if ps == nil {
+		return
+	}
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok || ru == nil {
+		return
+	}
+	if r.CPU == nil {
+		r.CPU = &result.CPU{}
+	}
+	c := &r.CPU.Client
+	if side == "server" {
+		c = &r.CPU.Server
+	}
+	if *c == nil {
+		*c = &result.CPUSide{}
+	}
+	s := *c
+	if s.ProcessSeconds != nil {
+		return // the tool measured it
+	}
+	user := tvSeconds(ru.Utime)
+	sys := tvSeconds(ru.Stime)
+	total := user + sys
+	s.ProcessUserSeconds, s.ProcessSystemSeconds, s.ProcessSeconds = result.F(user), result.F(sys), result.F(total)
+	if s.ProcessPct == nil && wall > 0 { // a tool's own percentage (iperf3) is kept
+		s.ProcessPct = result.F(100 * total / wall)
+	}
+	if s.UsPerTransaction == nil && r.Transactions != nil && r.Transactions.Count > 0 {
+		s.UsPerTransaction = result.F(total * 1e6 / float64(r.Transactions.Count))
+	}
+	if s.SecondsPerGB == nil && r.Throughput != nil {
+		b := r.Throughput.BytesSent
+		if side == "server" {
+			b = r.Throughput.BytesReceived
+		}
+		if b != nil && *b > 0 {
+			s.SecondsPerGB = result.F(total / (float64(*b) / 1e9))
+		}
+	}
+	prefix := "cpu." + side
+	for k := range r.Missing {
+		if k == "cpu" || k == prefix || strings.HasPrefix(k, prefix+".process_") {
+			delete(r.Missing, k)
+		}
+	}
+	if len(r.Missing) == 0 {
+		r.Missing = nil
+	}
+}
+
+func tvSeconds(tv syscall.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}
+
+// process is a started command in its own process group, so that stopping
+// it also stops whatever it forked (qperf forks a child per test).
+type process struct {
+	cmd     *exec.Cmd
+	stderr  *tailBuffer
+	done    chan struct{}
+	waitErr error
+	started time.Time
+	ended   time.Time
+}
+
+// startProcess starts argv in namespace ns in a new process group. When ctx
+// is not nil, its end kills the whole group.
+func startProcess(ctx context.Context, ns string, argv []string, stdout *bytes.Buffer) (*process, error) {
+	p := &process{stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
+	c := exec.Command(argv[0], argv[1:]...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if stdout != nil {
+		c.Stdout = stdout
+	} else {
+		c.Stdout = p.stderr // a server's chatter is only kept for error messages
+	}
+	c.Stderr = p.stderr
+	p.cmd = c
+	p.started = time.Now()
+	if err := netns.Start(ns, c); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.waitErr = c.Wait()
+		p.ended = time.Now()
+		close(p.done)
+	}()
+	if ctx != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+// stop ends the process group: SIGTERM, then SIGKILL after StopGrace, and
+// SIGKILL to the group once more after the leader is gone, for children it
+// forked. It waits for the leader to be reaped.
+func (p *process) stop() {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(StopGrace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = err // EPERM cannot happen for our own children; nothing else to do
+	}
+}
+
+// waitListening polls the server's own view of its network namespace
+// (/proc/<pid>/net/{tcp,tcp6,udp,udp6}) until port is bound: a TCP socket in
+// LISTEN or a bound UDP socket. Probing with a connection instead would use
+// up one-shot servers such as `iperf3 -s -1`.
+func (p *process) waitListening(ctx context.Context, port int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before listening (%v): %s", p.waitErr, tailLine(p.stderr.String()))
+		default:
+		}
+		ok, err := portBound(p.cmd.Process.Pid, port)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on port %d after %s: %s", port, timeout, tailLine(p.stderr.String()))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// portBound reports whether the network namespace of pid has port bound.
+func portBound(pid, port int) (bool, error) {
+	for _, f := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // no IPv6, or the process is gone (caught by the caller)
+			}
+			return false, err
+		}
+		if ParseProcNetBound(b, port, strings.HasPrefix(f, "tcp")) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ParseProcNetBound reports whether a /proc/net/{tcp,udp}[6] table has a
+// socket on local port port: in state LISTEN (0A) for TCP, any state for UDP.
+func ParseProcNetBound(table []byte, port int, tcp bool) bool {
+	sc := bufio.NewScanner(bytes.NewReader(table))
+	first := true
+	for sc.Scan() {
+		if first { // header line
+			first = false
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 {
+			continue
+		}
+		i := strings.LastIndexByte(f[1], ':')
+		if i < 0 {
+			continue
+		}
+		lp, err := strconv.ParseUint(f[1][i+1:], 16, 16)
+		if err != nil || int(lp) != port {
+			continue
+		}
+		if !tcp || f[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+// tailBuffer keeps the last max bytes written, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// tailLine joins the last few non-empty lines of each text into one line,
+// because cnibench's errors are printed as one line.
+func tailLine(texts ...string) string {
+	var parts []string
+	for _, s := range texts {
+		lines := strings.Split(strings.TrimSpace(string(StripANSI([]byte(s)))), "\n")
+		if len(lines) > 3 {
+			lines = lines[len(lines)-3:]
+		}
+		for _, l := range lines {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "(no output on stderr)"
+	}
+	return strings.Join(parts, " | ")
+}

@@ -1,0 +1,288 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// The test binary doubles as a fake tool (the os/exec helper-process
+// pattern), so Measure's process handling is tested without qperf & co.
+const helperEnv = "CNIBENCH_DRIVER_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode, os.Args[len(os.Args)-1]))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(mode, arg string) int {
+	switch mode {
+	case "listen", "listen-stubborn", "listen-fork":
+		if mode == "listen-stubborn" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		if mode == "listen-fork" {
+			// A grandchild in the same process group, like qperf's per-test
+			// child; it writes its pid where the test can find it.
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				return 1
+			}
+			_ = os.WriteFile(os.Getenv("CNIBENCH_CHILD_PID_FILE"), []byte(strconv.Itoa(c.Process.Pid)), 0o600)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+arg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer ln.Close()
+		select {}
+	case "exit":
+		fmt.Fprintln(os.Stderr, "fake: cannot bind: address already in use")
+		return 1
+	case "client-ok":
+		// Burn some CPU so rusage has something to report.
+		end := time.Now().Add(150 * time.Millisecond)
+		x := 0
+		for time.Now().Before(end) {
+			x++
+		}
+		fmt.Println("ok 1000", x > 0)
+		return 0
+	case "client-fail":
+		fmt.Fprintln(os.Stderr, "fake: connection refused")
+		return 3
+	case "client-hang":
+		time.Sleep(time.Hour)
+	}
+	return 2
+}
+
+// fakeDriver runs the helper modes above.
+type fakeDriver struct{ server, client string }
+
+func (fakeDriver) Name() string          { return "fake" }
+func (fakeDriver) Supports(string) error { return nil }
+func (fakeDriver) Installed() error      { return nil }
+func (fakeDriver) Version() (string, error) {
+	return "", errors.New("fake has no version")
+}
+func (f fakeDriver) ServerCommand(s Spec) ([]string, error) {
+	return []string{"env", helperEnv + "=" + f.server, os.Args[0], strconv.Itoa(s.Port)}, nil
+}
+func (f fakeDriver) ClientCommand(s Spec) ([]string, error) {
+	return []string{"env", helperEnv + "=" + f.client, os.Args[0], "x"}, nil
+}
+func (fakeDriver) Parse(s Spec, out []byte) (*result.Result, error) {
+	var n int64
+	if _, err := fmt.Sscanf(string(out), "ok %d", &n); err != nil {
+		return nil, fmt.Errorf("fake output %q: %w", out, err)
+	}
+	r := result.New(result.Tool{Name: "fake"}, s.Test, s.MsgSize)
+	r.Transactions = &result.Transactions{Count: n}
+	r.SetMissing("cpu.client.process_seconds", "fake does not measure CPU")
+	return r, nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil
+}
+
+// serverPids finds helper servers started for port, to check they are gone.
+func serverPids(t *testing.T, port int) []int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) >= 2 && args[0] == os.Args[0] && args[len(args)-1] == strconv.Itoa(port) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func setTimeouts(t *testing.T) {
+	ReadyTimeout, ClientMargin, StopGrace = 3*time.Second, 2*time.Second, 300*time.Millisecond
+	t.Cleanup(func() { ReadyTimeout, ClientMargin, StopGrace = 10*time.Second, 20*time.Second, 2*time.Second })
+}
+
+func TestMeasureProcessHygiene(t *testing.T) {
+	setTimeouts(t)
+	pidFile := t.TempDir() + "/child.pid"
+	t.Setenv("CNIBENCH_CHILD_PID_FILE", pidFile)
+	spec := Spec{Server: "127.0.0.1", Test: "tcp_lat", MsgSize: 1, Duration: time.Second}
+
+	t.Run("ok fills client CPU from rusage and stops the server group", func(t *testing.T) {
+		spec.Port = freePort(t)
+		r, err := Measure(context.Background(), fakeDriver{"listen-fork", "client-ok"}, spec, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := r.CPU.Client
+		if c == nil || c.ProcessSeconds == nil || *c.ProcessSeconds <= 0 || c.ProcessPct == nil || c.UsPerTransaction == nil {
+			t.Fatalf("client CPU not filled from rusage: %+v", c)
+		}
+		if *c.ProcessSeconds > 10 {
+			t.Fatalf("client process seconds %v is not plausible for a 150 ms burn", *c.ProcessSeconds)
+		}
+		if _, ok := r.Missing["cpu.client.process_seconds"]; ok {
+			t.Fatal("Missing entry for a filled field was kept")
+		}
+		if r.Missing["tool.version"] == "" || len(r.Tool.Command) == 0 {
+			t.Fatalf("tool version error / command not recorded: %+v %v", r.Tool, r.Missing)
+		}
+		if p := serverPids(t, spec.Port); len(p) > 0 {
+			t.Fatalf("server still running: %v", p)
+		}
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child, _ := strconv.Atoi(string(b))
+		deadline := time.Now().Add(2 * time.Second)
+		for alive(child) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // reaped by init after the group kill
+		}
+		if alive(child) {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("server's forked child %d survived", child)
+		}
+	})
+
+	t.Run("server ignoring SIGTERM is killed", func(t *testing.T) {
+		spec.Port = freePort(t)
+		if _, err := Measure(context.Background(), fakeDriver{"listen-stubborn", "client-ok"}, spec, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if p := serverPids(t, spec.Port); len(p) > 0 {
+			t.Fatalf("server still running: %v", p)
+		}
+	})
+
+	t.Run("client failure names stderr", func(t *testing.T) {
+		spec.Port = freePort(t)
+		_, err := Measure(context.Background(), fakeDriver{"listen", "client-fail"}, spec, "", "")
+		if err == nil || !strings.Contains(err.Error(), "fake: connection refused") || !strings.Contains(err.Error(), "exit status 3") {
+			t.Fatalf("err = %v", err)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error is not one line: %q", err)
+		}
+		if p := serverPids(t, spec.Port); len(p) > 0 {
+			t.Fatalf("server still running after client failure: %v", p)
+		}
+	})
+
+	t.Run("server that exits early", func(t *testing.T) {
+		spec.Port = freePort(t)
+		_, err := Measure(context.Background(), fakeDriver{"exit", "client-ok"}, spec, "", "")
+		if err == nil || !strings.Contains(err.Error(), "exited before listening") || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+
+	t.Run("client past its deadline is killed", func(t *testing.T) {
+		spec.Port = freePort(t)
+		spec.Duration = 100 * time.Millisecond
+		start := time.Now()
+		_, err := Measure(context.Background(), fakeDriver{"listen", "client-hang"}, spec, "", "")
+		if err == nil || !strings.Contains(err.Error(), "did not finish") {
+			t.Fatalf("err = %v", err)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("deadline not enforced")
+		}
+		if p := serverPids(t, spec.Port); len(p) > 0 {
+			t.Fatalf("server still running: %v", p)
+		}
+	})
+
+	t.Run("cancelled context", func(t *testing.T) {
+		spec.Port = freePort(t)
+		spec.Duration = time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		_, err := Measure(ctx, fakeDriver{"listen", "client-hang"}, spec, "", "")
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if p := serverPids(t, spec.Port); len(p) > 0 {
+			t.Fatalf("server still running: %v", p)
+		}
+	})
+}
+
+func TestParseProcNetBound(t *testing.T) {
+	tcp := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:4D35 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1451 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 20 4 30 10 -1
+`)
+	if !ParseProcNetBound(tcp, 0x4D35, true) {
+		t.Error("listening port 19765 not found")
+	}
+	if ParseProcNetBound(tcp, 0x1451, true) {
+		t.Error("an established TCP socket is not a listener")
+	}
+	if !ParseProcNetBound(tcp, 0x1451, false) {
+		t.Error("for UDP any bound socket counts")
+	}
+	if ParseProcNetBound(tcp, 1, true) {
+		t.Error("port 1 is not bound")
+	}
+}
+
+func TestTailLine(t *testing.T) {
+	got := tailLine("a\nb\n\x1b[2;35mc\x1b[0m\nd\n", "")
+	if got != "b | c | d" {
+		t.Fatalf("tailLine = %q", got)
+	}
+	if tailLine("", "") != "(no output on stderr)" {
+		t.Fatal("empty tail")
+	}
+}
+
+func TestWholeSecondsAndInstalled(t *testing.T) {
+	if s, err := WholeSeconds("x", 2*time.Second); err != nil || s != 2 {
+		t.Fatal(s, err)
+	}
+	if _, err := WholeSeconds("x", 0); err == nil {
+		t.Fatal("zero duration accepted")
+	}
+	err := CheckInstalled("cnibench-no-such-tool", "pkg")
+	if err == nil || err.Error() != "cnibench-no-such-tool is not installed: apt-get install pkg" {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,104 @@
+// Package qperf runs qperf, the tool behind the Kube-OVN tuning tables, behind
+// the driver interface. The client command follows the seeds' own form,
+// `qperf -t 60 <server ip> -ub -oo msg_size:1 -vu tcp_lat`, plus -vt and -vvs
+// so qperf also prints its CPU figures and message counts.
+package qperf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// DefaultPort is qperf's listen (synchronisation) port when -lp is not given.
+const DefaultPort = 19765
+
+func init() { driver.Register(Driver{}) }
+
+// Driver is the qperf driver. It holds no state.
+type Driver struct{}
+
+// Name implements driver.Driver.
+func (Driver) Name() string { return "qperf" }
+
+// DefaultPort implements driver.DefaultPorter.
+func (Driver) DefaultPort() int { return DefaultPort }
+
+// Supports implements driver.Driver: qperf has the four tests of the seed
+// tables, and no connect/request/response/close test.
+func (Driver) Supports(test string) error {
+	switch test {
+	case result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW:
+		return nil
+	case result.TCPCRR:
+		return fmt.Errorf("qperf has no tcp_crr test; use engine builtin")
+	}
+	return fmt.Errorf("qperf: unknown test %q (qperf runs tcp_lat, udp_lat, tcp_bw, udp_bw)", test)
+}
+
+// Installed implements driver.Driver.
+func (Driver) Installed() error { return driver.CheckInstalled("qperf", "qperf") }
+
+// Version implements driver.Driver ("qperf 0.4.11" → "0.4.11").
+func (Driver) Version() (string, error) {
+	out, err := driver.RunVersion("qperf", "--version")
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(out)
+	if len(f) < 2 || f[0] != "qperf" {
+		return "", fmt.Errorf("qperf --version printed %q, expected \"qperf <version>\"", strings.TrimSpace(out))
+	}
+	return f[1], nil
+}
+
+// ServerCommand implements driver.Driver: `qperf [--listen_port N]`. One
+// qperf server serves any number of tests, one after another.
+func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+	argv := []string{"qperf"}
+	if spec.Port != 0 {
+		argv = append(argv, "--listen_port", driver.Itoa(spec.Port))
+	}
+	return argv, nil
+}
+
+// ClientCommand implements driver.Driver. Options qperf has no equivalent
+// for (parallel streams, a UDP send rate) are refused rather than ignored, so
+// a result never claims a setting that was not applied. qperf has no warmup
+// either; that one is not refused, because experiments set one for every
+// engine, and the result records warmup_seconds 0, which is what happened.
+func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.Supports(spec.Test); err != nil {
+		return nil, err
+	}
+	if spec.Server == "" {
+		return nil, fmt.Errorf("qperf: no server address given")
+	}
+	if spec.Parallel > 1 {
+		return nil, fmt.Errorf("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin", spec.Parallel)
+	}
+	if spec.RateBps != 0 {
+		return nil, fmt.Errorf("qperf has no UDP send rate option (udp_bw always sends as fast as it can); use engine iperf3 or builtin for --rate")
+	}
+	if spec.MsgSize <= 0 {
+		return nil, fmt.Errorf("qperf: message size must be at least 1 byte, got %d", spec.MsgSize)
+	}
+	if (spec.Test == result.UDPLat || spec.Test == result.UDPBW) && spec.MsgSize > driver.MaxUDPPayload {
+		return nil, fmt.Errorf("qperf %s: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.Test, spec.MsgSize, driver.MaxUDPPayload)
+	}
+	secs, err := driver.WholeSeconds("qperf", spec.Duration)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{"qperf", "-t", driver.Itoa(secs), spec.Server}
+	if spec.Port != 0 {
+		argv = append(argv, "-lp", driver.Itoa(spec.Port))
+	}
+	// -ub: bits/s like the seed tables; -oo msg_size:N exactly as the seeds
+	// write it; -vu prints the parameters used, -vt the CPU figures, -vvs
+	// the message and byte counts.
+	argv = append(argv, "-ub", "-oo", fmt.Sprintf("msg_size:%d", spec.MsgSize), "-vu", "-vt", "-vvs", spec.Test)
+	return argv, nil
+}

@@ -1,0 +1,154 @@
+package sockperf
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+)
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func spec(test string, size int) driver.Spec {
+	return driver.Spec{Server: "127.0.0.1", Port: 11120, Test: test, MsgSize: size, Duration: time.Second}
+}
+
+func eq(t *testing.T, what string, got *float64, want float64) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: nil, want %v", what, want)
+	}
+	if math.Abs(*got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+		t.Fatalf("%s = %v, want %v", what, *got, want)
+	}
+}
+
+func TestParseFullRTT(t *testing.T) {
+	r, err := Driver{}.Parse(spec("udp_lat", 14), read(t, "udp_m14_fullrtt.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Latency
+	eq(t, "rtt mean", l.RTTNs.Mean, 26179)
+	eq(t, "rtt stddev", l.RTTNs.Stddev, 314686)
+	eq(t, "rtt p50", l.RTTNs.P50, 13515)
+	eq(t, "rtt p90", l.RTTNs.P90, 14837)
+	eq(t, "rtt p99", l.RTTNs.P99, 106569)
+	eq(t, "rtt p99.9", l.RTTNs.P999, 2212876)
+	eq(t, "rtt min", l.RTTNs.Min, 13244)
+	eq(t, "rtt max", l.RTTNs.Max, 34723962)
+	eq(t, "one-way mean", l.OneWayNs.Mean, 26179.0/2)
+	eq(t, "one-way p50", l.OneWayNs.P50, 13515.0/2)
+	if l.RTTNs.Count != 20998 || r.Transactions.Count != 20998 {
+		t.Fatalf("count %d / %d", l.RTTNs.Count, r.Transactions.Count)
+	}
+	if math.Abs(r.Transactions.PerSec-20998/0.550) > 1e-6 || r.DurationSeconds != 0.55 || r.WarmupSeconds != 0.4 {
+		t.Fatalf("per sec %v duration %v warmup %v", r.Transactions.PerSec, r.DurationSeconds, r.WarmupSeconds)
+	}
+	if len(l.CDF) != 10 || l.CDF[0].Percentile != 0 || l.CDF[9].Percentile != 100 {
+		t.Fatalf("cdf %+v", l.CDF)
+	}
+	for i := 1; i < len(l.CDF); i++ {
+		if l.CDF[i].Percentile <= l.CDF[i-1].Percentile || l.CDF[i].Ns < l.CDF[i-1].Ns {
+			t.Fatalf("cdf not monotonic at %d: %+v", i, l.CDF)
+		}
+	}
+	if r.UDP == nil || r.UDP.Sent != 20998 || r.UDP.Lost != 0 || r.Missing["udp.jitter_ns"] == "" {
+		t.Fatalf("udp %+v", r.UDP)
+	}
+	if r.CPU != nil || r.Missing["cpu"] == "" {
+		t.Fatal("cpu must be missing with a reason")
+	}
+	if strings.Join(r.Tool.Command, " ") != "sockperf ping-pong -i 127.0.0.1 -p 11120 -m 14 -t 1 --full-rtt" {
+		t.Fatalf("command %q", r.Tool.Command)
+	}
+}
+
+func TestParseTCP(t *testing.T) {
+	r, err := Driver{}.Parse(spec("tcp_lat", 1024), read(t, "tcp_m1024_fullrtt.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "tcp rtt p50", r.Latency.RTTNs.P50, 27000)
+	if r.UDP != nil {
+		t.Fatal("tcp_lat has no UDP accounting")
+	}
+}
+
+func TestParseOneWayOutput(t *testing.T) {
+	// Without --full-rtt sockperf prints one-way (RTT/2) figures.
+	r, err := Driver{}.Parse(spec("udp_lat", 64), read(t, "udp_m64_oneway.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "one-way mean", r.Latency.OneWayNs.Mean, 23897)
+	eq(t, "rtt mean", r.Latency.RTTNs.Mean, 2*23897)
+	eq(t, "one-way p50", r.Latency.OneWayNs.P50, 6797)
+}
+
+func TestParseMissingPercentile(t *testing.T) {
+	r, err := Driver{}.Parse(spec("udp_lat", 14), read(t, "edited_no_p99_9.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Latency.RTTNs.P999 != nil || r.Missing["latency.rtt_ns.p99_9"] == "" {
+		t.Fatal("absent percentile must be nil with a reason")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := map[string]string{
+		"err_msg_size_1.txt":    "Invalid message size: 1",
+		"err_tcp_refused.txt":   "Can`t connect socket (errno=111 Connection refused)",
+		"err_udp_no_server.txt": "No messages were received from the server",
+	}
+	for file, want := range cases {
+		_, err := Driver{}.Parse(spec("udp_lat", 14), read(t, file))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", file, err, want)
+		}
+	}
+	if _, err := (Driver{}).Parse(spec("udp_lat", 14), nil); err == nil {
+		t.Error("empty output parsed")
+	}
+}
+
+func TestCommands(t *testing.T) {
+	d := Driver{}
+	if _, err := d.ClientCommand(spec("udp_lat", 1)); err == nil || !strings.Contains(err.Error(), "smallest message is 14 bytes") {
+		t.Fatalf("size 1: %v", err)
+	}
+	s := spec("tcp_lat", 64)
+	s.Parallel = 2
+	if _, err := d.ClientCommand(s); err == nil {
+		t.Fatal("parallel accepted")
+	}
+	argv, err := d.ClientCommand(spec("tcp_lat", 64))
+	if err != nil || strings.Join(argv, " ") != "sockperf ping-pong -i 127.0.0.1 -p 11120 --tcp -m 64 -t 1 --full-rtt" {
+		t.Fatalf("argv %q %v", argv, err)
+	}
+	argv, _ = d.ServerCommand(spec("tcp_lat", 64))
+	if strings.Join(argv, " ") != "sockperf server --tcp -p 11120" {
+		t.Fatalf("server %q", argv)
+	}
+	argv, _ = d.ServerCommand(spec("udp_lat", 64))
+	if strings.Join(argv, " ") != "sockperf server -p 11120" {
+		t.Fatalf("server %q", argv)
+	}
+	for _, test := range []string{"tcp_bw", "udp_bw", "tcp_crr"} {
+		if d.Supports(test) == nil {
+			t.Fatalf("%s accepted", test)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+// Package sockperf runs sockperf's ping-pong mode behind the driver
+// interface: the reference for latency percentiles, which qperf does not
+// report.
+package sockperf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// DefaultPort is sockperf's port when -p is not given.
+const DefaultPort = 11111
+
+// MinMsgSize is the smallest message sockperf sends: its own header.
+const MinMsgSize = 14
+
+func init() { driver.Register(Driver{}) }
+
+// Driver is the sockperf driver. It holds no state.
+type Driver struct{}
+
+// Name implements driver.Driver.
+func (Driver) Name() string { return "sockperf" }
+
+// DefaultPort implements driver.DefaultPorter.
+func (Driver) DefaultPort() int { return DefaultPort }
+
+// Supports implements driver.Driver: ping-pong over TCP or UDP.
+func (Driver) Supports(test string) error {
+	switch test {
+	case result.TCPLat, result.UDPLat:
+		return nil
+	case result.TCPCRR:
+		return fmt.Errorf("sockperf has no tcp_crr test; use engine builtin")
+	case result.TCPBW, result.UDPBW:
+		return fmt.Errorf("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", test)
+	}
+	return fmt.Errorf("sockperf: unknown test %q (sockperf runs tcp_lat, udp_lat)", test)
+}
+
+// Installed implements driver.Driver.
+func (Driver) Installed() error { return driver.CheckInstalled("sockperf", "sockperf") }
+
+// Version implements driver.Driver ("sockperf, version 3.7-no.git" → "3.7-no.git").
+func (Driver) Version() (string, error) {
+	out, err := driver.RunVersion("sockperf", "--version")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "version "); i >= 0 && strings.HasPrefix(strings.TrimSpace(l), "sockperf") {
+			return strings.TrimSpace(l[i+len("version "):]), nil
+		}
+	}
+	return "", fmt.Errorf("sockperf --version printed no version line: %q", strings.TrimSpace(out))
+}
+
+// ServerCommand implements driver.Driver: `sockperf server [--tcp] -p PORT`.
+func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+	argv := []string{"sockperf", "server"}
+	if spec.Test == result.TCPLat {
+		argv = append(argv, "--tcp")
+	}
+	if spec.Port != 0 {
+		argv = append(argv, "-p", driver.Itoa(spec.Port))
+	}
+	return argv, nil
+}
+
+// ClientCommand implements driver.Driver: `sockperf ping-pong ... --full-rtt`,
+// so the percentiles are round trips (one-way is derived as RTT/2). sockperf
+// has a fixed 400 ms warmup of its own, recorded from its output; the spec's
+// warmup is not applied. Parallel connections are refused.
+func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.Supports(spec.Test); err != nil {
+		return nil, err
+	}
+	if spec.Server == "" {
+		return nil, fmt.Errorf("sockperf: no server address given")
+	}
+	if spec.Parallel > 1 {
+		return nil, fmt.Errorf("sockperf ping-pong runs one connection; for --parallel %d use engine builtin", spec.Parallel)
+	}
+	if spec.MsgSize < MinMsgSize {
+		return nil, fmt.Errorf("sockperf's smallest message is %d bytes (its header), got %d; use a size >= %d or engine qperf/builtin for smaller messages", MinMsgSize, spec.MsgSize, MinMsgSize)
+	}
+	if spec.Test == result.UDPLat && spec.MsgSize > driver.MaxUDPPayload {
+		return nil, fmt.Errorf("sockperf udp_lat: message size %d is larger than one UDP datagram (%d bytes)", spec.MsgSize, driver.MaxUDPPayload)
+	}
+	secs, err := driver.WholeSeconds("sockperf", spec.Duration)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{"sockperf", "ping-pong", "-i", spec.Server}
+	if spec.Port != 0 {
+		argv = append(argv, "-p", driver.Itoa(spec.Port))
+	}
+	if spec.Test == result.TCPLat {
+		argv = append(argv, "--tcp")
+	}
+	return append(argv, "-m", driver.Itoa(spec.MsgSize), "-t", driver.Itoa(secs), "--full-rtt"), nil
+}

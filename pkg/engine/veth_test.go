@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// Privileged tests: the built binary as server in namespace A and client in
+// namespace B of a veth pair (internal/testns). They skip when not root.
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// cnibenchBin returns $CNIBENCH_BIN (set by make test) or builds the binary.
+func cnibenchBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CNIBENCH_BIN"); p != "" {
+		return p
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cnibench-test-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "cnibench")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build cnibench: %v: %s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// serveIn starts `cnibench server` in ns and waits until it listens.
+func serveIn(t *testing.T, ns, listen string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(cnibenchBin(t), "server", "--listen", listen)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Start(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				ready <- sc.Text()
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case _, ok := <-ready:
+		if !ok {
+			t.Fatal("server exited before listening")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not start within 10s")
+	}
+	return cmd
+}
+
+// clientIn runs `cnibench client` in ns and returns stdout, stderr.
+func clientIn(t *testing.T, ns string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cnibenchBin(t), append([]string{"client"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := netns.Start(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	return out.String(), errb.String(), err
+}
+
+func decodeSet(t *testing.T, out string) *result.Set {
+	t.Helper()
+	set, err := result.DecodeSet([]byte(out))
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return set
+}
+
+func TestVethAllTests(t *testing.T) {
+	p := testns.NewPair(t)
+	serveIn(t, p.A, p.AIP.String()+":7420")
+	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", strings.Join(result.Tests, ","),
+		"--msg-size", "64,1K", "--duration", "400ms", "--warmup", "100ms", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	set := decodeSet(t, out)
+	if len(set.Results) != 2*len(result.Tests) {
+		t.Fatalf("%d results", len(set.Results))
+	}
+	for _, r := range set.Results {
+		checkResult(t, r, r.Test, 1, 0)
+		if r.Server != p.AIP.String()+":7420" {
+			t.Errorf("server %q", r.Server)
+		}
+	}
+	out, errs, err = clientIn(t, p.B, "--server", p.AIP.String(), "--test", "tcp_bw,udp_bw,tcp_lat",
+		"--msg-size", "1K", "--duration", "400ms", "--warmup", "100ms", "--parallel", "3", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	for _, r := range decodeSet(t, out).Results {
+		checkResult(t, r, r.Test, 3, 0)
+	}
+	// the default output is a table
+	out, errs, err = clientIn(t, p.B, "--server", p.AIP.String(), "--duration", "200ms", "--warmup", "0s")
+	if err != nil || !strings.Contains(out, "one-way mean us") || !strings.Contains(out, "tcp_lat") {
+		t.Errorf("table: %v %s %s", err, out, errs)
+	}
+}
+
+func TestVethClientErrors(t *testing.T) {
+	p := testns.NewPair(t)
+	serveIn(t, p.A, p.AIP.String()+":7420")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// 10.201.0.99 exists in no namespace: nothing answers ARP.
+		{[]string{"--server", "10.201.0.99", "--duration", "1s"}, "connect to 10.201.0.99:7420"},
+		{[]string{"--server", p.AIP.String(), "--port", "7999"}, "connection refused"},
+		{[]string{"--server", p.AIP.String(), "--test", "tcp_rr"}, "unknown test"},
+		{[]string{"--server", p.AIP.String(), "--msg-size", "1Q"}, "bad message size"},
+		{[]string{"--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64", "--rate", "fast"}, "bad rate"},
+		{[]string{"--server", p.AIP.String(), "--duration", "0s"}, "--duration"},
+		{[]string{"--server", p.AIP.String(), "--engine", "nosuchtool"}, `unknown engine "nosuchtool"`},
+	} {
+		_, errs, err := clientIn(t, p.B, c.args...)
+		if err == nil || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%v: want one line with %q, got %v %q", c.args, c.want, err, errs)
+		}
+	}
+	// a second server on the same port
+	cmd := exec.Command(cnibenchBin(t), "server", "--listen", p.AIP.String()+":7420")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := netns.Start(p.A, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !strings.Contains(errb.String(), "address already in use") {
+		t.Errorf("port in use: %v %s", err, errb.String())
+	}
+}
+
+// TestVethKilledClient kills client processes mid-test; the server goes on.
+func TestVethKilledClient(t *testing.T) {
+	p := testns.NewPair(t)
+	serveIn(t, p.A, p.AIP.String()+":7420")
+	for _, test := range []string{result.TCPBW, result.UDPBW, result.TCPLat, result.TCPCRR} {
+		cmd := exec.Command(cnibenchBin(t), "client", "--server", p.AIP.String(), "--test", test, "--duration", "5s", "--msg-size", "1K")
+		if err := netns.Start(p.B, cmd); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "tcp_lat,udp_bw", "--msg-size", "64",
+		"--duration", "300ms", "--json")
+	if err != nil {
+		t.Fatalf("server stopped serving after killed clients: %v %s", err, errs)
+	}
+	for _, r := range decodeSet(t, out).Results {
+		checkResult(t, r, r.Test, 1, 0)
+	}
+}
+
+// nftIn loads an nftables ruleset into ns.
+func nftIn(t *testing.T, ns, rules string) {
+	t.Helper()
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := netns.Start(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out.String())
+	}
+}
+
+// nftCounter reads the packets of the first counter in table inet name.
+func nftCounter(t *testing.T, ns, name string) int64 {
+	t.Helper()
+	cmd := exec.Command("nft", "-j", "list", "table", "inet", name)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := netns.Start(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Nftables []struct {
+			Rule *struct {
+				Expr []map[string]json.RawMessage `json:"expr"`
+			} `json:"rule"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range doc.Nftables {
+		if o.Rule == nil {
+			continue
+		}
+		for _, e := range o.Rule.Expr {
+			if c, ok := e["counter"]; ok {
+				var v struct{ Packets int64 }
+				if err := json.Unmarshal(c, &v); err != nil {
+					t.Fatal(err)
+				}
+				return v.Packets
+			}
+		}
+	}
+	t.Fatalf("no counter in %s", out.String())
+	return 0
+}
+
+// TestVethUDPLossInjected drops 30% of the measured udp_bw datagrams with
+// nftables in the server's namespace and checks the receiver's accounting
+// against the rule's own counter, datagram for datagram.
+func TestVethUDPLossInjected(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed (make deps)")
+	}
+	p := testns.NewPair(t)
+	table := strings.TrimSuffix(p.A, "-a") + "-loss"
+	// @th,64,1 is the first payload bit: cnibench's measured-interval flag,
+	// so warmup datagrams and hellos are never dropped.
+	nftIn(t, p.A, fmt.Sprintf(`table inet %s {
+	chain input {
+		type filter hook input priority 0;
+		udp dport 7420 @th,64,1 1 numgen random mod 10 < 3 counter drop
+	}
+}
+`, table))
+	serveIn(t, p.A, p.AIP.String()+":7420")
+	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
+		"--rate", "20M", "--duration", "1s", "--warmup", "200ms", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	r := decodeSet(t, out).Results[0]
+	dropped := nftCounter(t, p.A, table)
+	u := r.UDP
+	t.Logf("sent %d received %d lost %d (%.2f%%), nft dropped %d, kernel RcvbufErrors %v InErrors %v",
+		u.Sent, u.Received, u.Lost, u.LossPct, dropped, *u.KernelRcvbufErrors, *u.KernelInErrors)
+	if u.Lost != dropped {
+		t.Errorf("lost %d, nftables dropped %d", u.Lost, dropped)
+	}
+	if u.Sent+0 != u.Received+u.Lost || u.Duplicated != 0 {
+		t.Errorf("accounting %+v", u)
+	}
+	if u.LossPct < 25 || u.LossPct > 35 {
+		t.Errorf("loss %.2f%%, injected 30%%", u.LossPct)
+	}
+	if *u.KernelInErrors != 0 {
+		t.Errorf("kernel InErrors %d at 20 Mb/s: the socket overflowed, the test no longer isolates the injected loss", *u.KernelInErrors)
+	}
+}
+
+// TestVethUDPKernelDrops stops the server process for 300 ms in the middle
+// of an unlimited 64 B stream, so its socket buffer overflows: every datagram
+// the receiver's sequence accounting calls lost must be one the kernel
+// counted as a UDP receive error in the server's namespace.
+func TestVethUDPKernelDrops(t *testing.T) {
+	p := testns.NewPair(t)
+	srv := serveIn(t, p.A, p.AIP.String()+":7420")
+	go func() {
+		time.Sleep(900 * time.Millisecond)
+		_ = srv.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(300 * time.Millisecond)
+		_ = srv.Process.Signal(syscall.SIGCONT)
+	}()
+	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
+		"--duration", "1500ms", "--warmup", "200ms", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	r := decodeSet(t, out).Results[0]
+	u := r.UDP
+	t.Logf("sent %d received %d lost %d (%.2f%%), kernel RcvbufErrors %d InErrors %d",
+		u.Sent, u.Received, u.Lost, u.LossPct, *u.KernelRcvbufErrors, *u.KernelInErrors)
+	if u.Lost == 0 {
+		t.Fatal("no loss although the receiver was stopped for 300 ms")
+	}
+	if u.Lost != *u.KernelInErrors {
+		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace", u.Lost, *u.KernelInErrors)
+	}
+}
