@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab clean
 
 all: build
 
@@ -32,6 +32,11 @@ run: deps build
 
 clean:
 	rm -rf bin
+
+# Lab build/teardown speed: cnibench vs the equivalent iproute2 script
+# (vxlan preset and a 2-node x 50-pod bridge). Target: ratio <= 0.5.
+bench-lab: build
+	./scripts/bench-lab.sh
 
 # The engine against sockperf, qperf and iperf3 on one veth pair, same run.
 bench-engine: deps build

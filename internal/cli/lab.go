@@ -257,8 +257,13 @@ func labDownCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
 			l, err := lab.Get(args[0])
+			if errors.Is(err, lab.ErrNoLab) {
+				// Like CNI DEL: removing what is not there succeeds.
+				fmt.Fprintf(cmd.ErrOrStderr(), "lab %s: not found, nothing to remove (see `cnibench lab list`)\n", args[0])
+				return nil
+			}
 			if err != nil {
-				return UsageError{err}
+				return err
 			}
 			if err := l.Down(cmd.Context()); err != nil {
 				return err

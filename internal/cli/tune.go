@@ -173,7 +173,7 @@ func printFindings(w io.Writer, fs []tune.Finding, withProfile bool) error {
 			note = f.Why
 		}
 		tgt := nsTarget(f.Netns, f.Target)
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, dash(tgt), dash(f.Current), dash(f.Recommended), f.Status, dash(f.Source), note)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, tuneDash(tgt), tuneDash(f.Current), tuneDash(f.Recommended), f.Status, tuneDash(f.Source), note)
 		if withProfile {
 			row = string(f.Profile) + "\t" + row
 		}
@@ -193,7 +193,7 @@ func nsTarget(ns, target string) string {
 	return ns + ":" + target
 }
 
-func dash(s string) string {
+func tuneDash(s string) string {
 	if s == "" {
 		return "-"
 	}
@@ -282,11 +282,11 @@ func printApply(w io.Writer, rep *tune.ApplyReport, dry bool) {
 			res = "FAILED: " + c.Error
 		}
 		tgt := nsTarget(c.Netns, c.Target)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Knob, dash(tgt), c.Old, c.New, res)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Knob, tuneDash(tgt), c.Old, c.New, res)
 	}
 	for _, s := range rep.Skipped {
 		tgt := nsTarget(s.Netns, s.Target)
-		fmt.Fprintf(tw, "%s\t%s\t\t\tskipped: %s\n", s.Knob, dash(tgt), s.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t\t\tskipped: %s\n", s.Knob, tuneDash(tgt), s.Reason)
 	}
 	tw.Flush()
 	switch {
@@ -458,14 +458,14 @@ func tuneKnobsCmd() *cobra.Command {
 						ao = " (audit only)"
 					}
 					fmt.Fprintf(w, "| `%s` | %s%s | %s | %s | %s | %s | %s | %s |\n", r.ID, r.Title, ao,
-						strings.ReplaceAll(r.Access, "|", "\\|"), r.Scope, dash(r.Latency), dash(r.Throughput), r.Source, r.Risk)
+						strings.ReplaceAll(r.Access, "|", "\\|"), r.Scope, tuneDash(r.Latency), tuneDash(r.Throughput), r.Source, r.Risk)
 				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCOPE\tLATENCY\tTHROUGHPUT\tREADS/WRITES")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Scope, dash(r.Latency), dash(r.Throughput), r.Access)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Scope, tuneDash(r.Latency), tuneDash(r.Throughput), r.Access)
 			}
 			return tw.Flush()
 		},

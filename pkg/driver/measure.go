@@ -27,6 +27,9 @@ var (
 	ClientMargin = 20 * time.Second
 	// StopGrace is how long a server gets after SIGTERM before SIGKILL.
 	StopGrace = 2 * time.Second
+	// ChildGrace is how long a forking server's per-test children get to
+	// exit (and be reaped) after the client is done.
+	ChildGrace = 3 * time.Second
 )
 
 // Measure runs one measurement of spec with d across two network namespaces:
@@ -91,12 +94,17 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
 	}
 	<-cli.done
+	timedOut := cctx.Err() == context.DeadlineExceeded
+	cancel()
+	// A server that forks per test (qperf) only has its children's CPU in
+	// its rusage once it has reaped them; give them a moment to finish.
+	childrenLeft := srv.waitChildrenGone(ChildGrace)
 	stopServer()
 
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w", name, ctx.Err())
 	}
-	if cctx.Err() == context.DeadlineExceeded {
+	if timedOut {
 		return nil, fmt.Errorf("%s client did not finish within %s (killed): %s", name,
 			spec.Duration+spec.Warmup+ClientMargin, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
@@ -130,7 +138,12 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	}
 	wall := cli.ended.Sub(cli.started).Seconds()
 	fillProcessCPU(r, "client", cli.cmd.ProcessState, wall)
-	fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
+	if len(childrenLeft) == 0 {
+		fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
+	} else if r.CPU == nil || r.CPU.Server == nil || r.CPU.Server.ProcessSeconds == nil {
+		r.SetMissing("cpu.server.process_seconds", fmt.Sprintf(
+			"the server's forked children (pids %v) were still running after the test, so its rusage would miss their CPU", childrenLeft))
+	}
 	return r, nil
 }
 
@@ -258,6 +271,65 @@ func (p *process) stop() {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = err // EPERM cannot happen for our own children; nothing else to do
 	}
+}
+
+// waitChildrenGone waits up to timeout until the process's group holds no
+// process but the leader, and returns the pids still left in it. Reaped
+// children's CPU is part of the leader's rusage; unreaped ones' is not.
+func (p *process) waitChildrenGone(timeout time.Duration) []int {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := groupMembers(p.cmd.Process.Pid)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		select {
+		case <-p.done:
+			return nil // the leader exited on its own (iperf3 -s -1): all reaped or orphaned
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// groupMembers lists the processes of process group pgid other than its
+// leader, from /proc/<pid>/stat (field 5, pgrp). Zombies count: their CPU
+// reaches the leader's rusage only when it reaps them.
+func groupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if g, ok := statPgrp(b); ok && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// statPgrp reads the process group from a /proc/<pid>/stat line. The command
+// name (field 2) may hold spaces and parentheses, so fields are counted from
+// the last ')'.
+func statPgrp(stat []byte) (int, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:])) // state, ppid, pgrp, ...
+	if len(f) < 3 {
+		return 0, false
+	}
+	g, err := strconv.Atoi(f[2])
+	return g, err == nil
 }
 
 // waitListening polls the server's own view of its network namespace

@@ -135,8 +135,10 @@ func serverPids(t *testing.T, port int) []int {
 }
 
 func setTimeouts(t *testing.T) {
-	ReadyTimeout, ClientMargin, StopGrace = 3*time.Second, 2*time.Second, 300*time.Millisecond
-	t.Cleanup(func() { ReadyTimeout, ClientMargin, StopGrace = 10*time.Second, 20*time.Second, 2*time.Second })
+	ReadyTimeout, ClientMargin, StopGrace, ChildGrace = 3*time.Second, 2*time.Second, 300*time.Millisecond, 300*time.Millisecond
+	t.Cleanup(func() {
+		ReadyTimeout, ClientMargin, StopGrace, ChildGrace = 10*time.Second, 20*time.Second, 2*time.Second, 3*time.Second
+	})
 }
 
 func TestMeasureProcessHygiene(t *testing.T) {
@@ -161,6 +163,11 @@ func TestMeasureProcessHygiene(t *testing.T) {
 		if _, ok := r.Missing["cpu.client.process_seconds"]; ok {
 			t.Fatal("Missing entry for a filled field was kept")
 		}
+		// The forked `sleep 300` outlives the test: the server's rusage
+		// would miss it, so server CPU must be null with a reason.
+		if (r.CPU.Server != nil && r.CPU.Server.ProcessSeconds != nil) || !strings.Contains(r.Missing["cpu.server.process_seconds"], "forked children") {
+			t.Fatalf("server CPU with live children: %+v, missing %q", r.CPU.Server, r.Missing["cpu.server.process_seconds"])
+		}
 		if r.Missing["tool.version"] == "" || len(r.Tool.Command) == 0 {
 			t.Fatalf("tool version error / command not recorded: %+v %v", r.Tool, r.Missing)
 		}
@@ -184,8 +191,13 @@ func TestMeasureProcessHygiene(t *testing.T) {
 
 	t.Run("server ignoring SIGTERM is killed", func(t *testing.T) {
 		spec.Port = freePort(t)
-		if _, err := Measure(context.Background(), fakeDriver{"listen-stubborn", "client-ok"}, spec, "", ""); err != nil {
+		r, err := Measure(context.Background(), fakeDriver{"listen-stubborn", "client-ok"}, spec, "", "")
+		if err != nil {
 			t.Fatal(err)
+		}
+		// No children: the server's own rusage is recorded.
+		if r.CPU.Server == nil || r.CPU.Server.ProcessSeconds == nil {
+			t.Fatalf("server CPU not recorded: %+v %v", r.CPU.Server, r.Missing)
 		}
 		if p := serverPids(t, spec.Port); len(p) > 0 {
 			t.Fatalf("server still running: %v", p)
@@ -261,6 +273,16 @@ func TestParseProcNetBound(t *testing.T) {
 	}
 	if ParseProcNetBound(tcp, 1, true) {
 		t.Error("port 1 is not bound")
+	}
+}
+
+func TestStatPgrp(t *testing.T) {
+	g, ok := statPgrp([]byte("4242 (we ird) name)) S 1 4200 4200 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 100 0 0\n"))
+	if !ok || g != 4200 {
+		t.Fatalf("pgrp = %d, %v", g, ok)
+	}
+	if _, ok := statPgrp([]byte("garbage")); ok {
+		t.Fatal("garbage parsed")
 	}
 }
 

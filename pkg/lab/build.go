@@ -183,12 +183,28 @@ func (b *builder) vethToPod(hostNS string, p pod, master int, mac net.HardwareAd
 	la := netlink.NewLinkAttrs()
 	la.Name, la.MTU, la.TxQLen, la.Flags, la.MasterIndex = p.hostIf, b.lo.podMTU, 1000, net.FlagUp, master
 	la.HardwareAddr = mac
+	if hostNS == "" {
+		la.Flags = 0 // up only after IPv6 autoconfiguration is off (below)
+	}
 	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}
 	if err := h.LinkAdd(v); err != nil {
 		return fmt.Errorf("create veth %s (%s) to pod %s: %w", p.hostIf, nsLabel(hostNS), p.endpoint, err)
 	}
+	if hostNS == "" {
+		// In the host namespace the port must not get an IPv6 link-local
+		// address or route: the host's routing stays as it was.
+		if err := h.LinkSetIP6AddrGenMode(v, addrGenModeNone); err != nil {
+			return fmt.Errorf("%s: ipv6 addrgenmode none: %w", p.hostIf, err)
+		}
+		if err := h.LinkSetUp(v); err != nil {
+			return fmt.Errorf("set %s up: %w", p.hostIf, err)
+		}
+	}
 	return nil
 }
+
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE (`ip link set X addrgenmode none`).
+const addrGenModeNone = 1
 
 // podUp configures eth0 in a pod: its address, up, and for routed pods the
 // gateway route and pinned gateway neighbour.

@@ -30,6 +30,9 @@ var StateDir = "/run/cnibench/labs"
 // feature a topology needs (e.g. CONFIG_GENEVE). Nothing is left behind.
 var ErrNotSupported = errors.New("not supported")
 
+// ErrNoLab is wrapped by Get when no lab has that name.
+var ErrNoLab = errors.New("no lab named")
+
 // Endpoint is a place traffic can start or end in a lab.
 type Endpoint struct {
 	Name  string `json:"name"`  // "client", "server", "node1", "node2", or an extra pod
@@ -98,7 +101,7 @@ func (l *Lab) EndpointNames() []string {
 		case oki != okj:
 			return oki
 		}
-		return out[i] < out[j]
+		return naturalLess(out[i], out[j])
 	})
 	return out
 }
@@ -138,7 +141,7 @@ func (l *Lab) save() error {
 func Get(name string) (*Lab, error) {
 	data, err := os.ReadFile(statePath(name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no lab named %q (see `cnibench lab list`)", name)
+		return nil, fmt.Errorf("%w %q (see `cnibench lab list`)", ErrNoLab, name)
 	}
 	if err != nil {
 		return nil, err
@@ -196,4 +199,34 @@ func (l *Lab) Down(ctx context.Context) error {
 	}
 	_ = os.Remove(statePath(l.Name) + ".tmp")
 	return nil
+}
+
+// naturalLess orders "pod1-2" before "pod1-10".
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitsPrefix(a), digitsPrefix(b)
+		if da != "" && db != "" {
+			if len(da) != len(db) {
+				return len(da) < len(db)
+			}
+			if da != db {
+				return da < db
+			}
+			a, b = a[len(da):], b[len(db):]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digitsPrefix(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
 }

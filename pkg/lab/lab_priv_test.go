@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -227,8 +228,11 @@ func TestPresets(t *testing.T) {
 // including through a service VIP.
 func TestKnobs(t *testing.T) {
 	testns.NeedRoot(t)
-	for _, topo := range []string{"vxlan", "veth"} {
+	for _, topo := range []string{"vxlan", "native", "veth", "bridge", "macvlan", "ovs-netdev"} {
 		t.Run(topo, func(t *testing.T) {
+			if strings.HasPrefix(topo, "ovs") {
+				needOVS(t)
+			}
 			s, _ := Preset(topo)
 			for k, v := range map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
 				"offloads": "gro=off,tso=off", "mtu": "1400"} {
@@ -423,14 +427,7 @@ func TestBuildFailureUndoes(t *testing.T) {
 // finished) and checks `cnibench lab clean --id` removes everything.
 func TestCleanAfterSIGKILL(t *testing.T) {
 	testns.NeedRoot(t)
-	bin := os.Getenv("CNIBENCH_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "cnibench")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-		if err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	bin := cnibenchBin(t)
 	topo := filepath.Join(t.TempDir(), "big.yaml")
 	if err := os.WriteFile(topo, []byte("topology: bridge\nnodes: 2\npods_per_node: 50\nknobs:\n  conntrack: on\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -479,5 +476,130 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 				t.Errorf("state file left: %v", err)
 			}
 		})
+	}
+}
+
+// cnibenchBin is $CNIBENCH_BIN (make test sets it) or a fresh go build.
+func cnibenchBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "cnibench")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestPresetsEngineTraffic runs the real engine (cnibench server/client,
+// started inside the endpoints' namespaces) across every preset that this
+// kernel supports: tcp_lat and udp_lat, client to server and node to node.
+func TestPresetsEngineTraffic(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := cnibenchBin(t)
+	for _, p := range Presets() {
+		t.Run(p, func(t *testing.T) {
+			if strings.HasPrefix(p, "ovs") {
+				needOVS(t)
+			}
+			s, _ := Preset(p)
+			ctx := context.Background()
+			l, err := Up(ctx, s, UpOptions{})
+			if errors.Is(err, ErrNotSupported) {
+				t.Skip(err.Error())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Down(ctx); err != nil {
+					t.Error(err)
+				}
+				assertClean(t, l.ID)
+			}()
+			pairs := [][2]string{{"client", "server"}}
+			if _, err := l.Endpoint("node1"); err == nil {
+				pairs = append(pairs, [2]string{"node1", "node2"})
+			}
+			for _, pr := range pairs {
+				from, _ := l.Endpoint(pr[0])
+				to, _ := l.Endpoint(pr[1])
+				srv := exec.Command(bin, "server", "--quiet", "--listen", net.JoinHostPort(to.IP, "7420"))
+				if err := netns.Start(to.Netns, srv); err != nil {
+					t.Fatal(err)
+				}
+				cli := exec.Command(bin, "client", "--server", to.IP, "--test", "tcp_lat,udp_lat",
+					"--duration", "300ms", "--warmup", "100ms", "--json")
+				var out, stderr bytes.Buffer
+				cli.Stdout, cli.Stderr = &out, &stderr
+				var err error
+				for try := 0; try < 20; try++ { // until the server listens
+					out.Reset()
+					stderr.Reset()
+					cli = exec.Command(cli.Path, cli.Args[1:]...)
+					cli.Stdout, cli.Stderr = &out, &stderr
+					if err = netns.Start(from.Netns, cli); err == nil {
+						err = cli.Wait()
+					}
+					if err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				_ = srv.Process.Kill()
+				_ = srv.Wait()
+				if err != nil {
+					t.Fatalf("%s -> %s: cnibench client: %v\n%s", pr[0], pr[1], err, stderr.String())
+				}
+				set, err := result.DecodeSet(out.Bytes())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(set.Results) != 2 {
+					t.Fatalf("%d results, want 2", len(set.Results))
+				}
+				for _, r := range set.Results {
+					if r.Latency == nil || r.Latency.RTTNs.Count == 0 {
+						t.Errorf("%s -> %s %s: no round trips measured", pr[0], pr[1], r.Test)
+						continue
+					}
+					t.Logf("%s -> %s %s: %d round trips", pr[0], pr[1], r.Test, r.Latency.RTTNs.Count)
+				}
+			}
+		})
+	}
+}
+
+// TestLabsCoexist: two labs with the same addresses run side by side,
+// because every address lives inside the lab's own namespaces.
+func TestLabsCoexist(t *testing.T) {
+	testns.NeedRoot(t)
+	ctx := context.Background()
+	var labs []*Lab
+	for i := 0; i < 2; i++ {
+		s, _ := Preset("vxlan")
+		l, err := Up(ctx, s, UpOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		labs = append(labs, l)
+		defer func() {
+			if err := l.Down(ctx); err != nil {
+				t.Error(err)
+			}
+			assertClean(t, l.ID)
+		}()
+	}
+	for i, l := range labs {
+		c, _ := l.Endpoint("client")
+		srv, _ := l.Endpoint("server")
+		if srv.IP != labs[0].Endpoints["server"].IP {
+			t.Fatalf("labs differ in addresses; the test wants them equal")
+		}
+		addr := net.JoinHostPort(srv.IP, fmt.Sprint(17450+i))
+		echoTCP(t, srv.Netns, addr)
+		roundTrip(t, c.Netns, addr, 4096)
 	}
 }

@@ -90,7 +90,8 @@ func TestParseSpecFile(t *testing.T) {
 		{"badknob.yaml", "topology: vxlan\nknobs:\n  mtu: huge\n", `line 3: field knobs.mtu: knob mtu: bad value "huge" (allowed: an integer 576..65535`},
 		{"unknownknob.yaml", "topology: vxlan\nknobs:\n  jumbo: on\n", `field knobs.jumbo: unknown knob "jumbo" (knobs:`},
 		{"badnodes.yaml", "topology: vxlan\nnodes: 3\n", "field nodes: knob nodes: bad value \"3\" (allowed: 1 or 2"},
-		{"badtype.yaml", "topology: vxlan\npods_per_node: many\n", "pods_per_node"},
+		{"badtype.yaml", "topology: vxlan\npods_per_node: many\n", `line 2: field pods_per_node: bad value "many" (allowed: an integer 1..200`},
+		{"badknobs.yaml", "topology: vxlan\nknobs: [mtu]\n", `line 2: field knobs: bad value a list (allowed: a map of knob: value`},
 		{"empty.yaml", "", "empty topology file"},
 	}
 	for _, c := range cases {
@@ -162,5 +163,16 @@ func TestLayout(t *testing.T) {
 				t.Errorf("%s: pod %s has no namespace", topo, p.endpoint)
 			}
 		}
+	}
+}
+
+func TestEndpointOrder(t *testing.T) {
+	l := &Lab{Endpoints: map[string]Endpoint{}}
+	for _, n := range []string{"pod1-10", "server", "pod1-2", "node2", "client", "pod2-1", "node1"} {
+		l.Endpoints[n] = Endpoint{Name: n}
+	}
+	got := strings.Join(l.EndpointNames(), " ")
+	if want := "client server node1 node2 pod1-2 pod1-10 pod2-1"; got != want {
+		t.Errorf("order %q, want %q", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -29,6 +30,37 @@ type specFile struct {
 }
 
 var specFileFields = []string{"topology", "nodes", "pods_per_node", "knobs"}
+
+var lineRE = regexp.MustCompile(`^line (\d+):`)
+
+var fieldHelp = map[string]string{
+	"topology":      "a preset name: " + strings.Join(presetOrder, ", "),
+	"nodes":         knobHelp["nodes"],
+	"pods_per_node": knobHelp["pods_per_node"],
+	"knobs":         "a map of knob: value; knobs: " + strings.Join(KnobNames(), ", "),
+}
+
+// fieldAtLine finds the top-level field whose value starts on line, to
+// name it in a type error (yaml.v3 reports only the line).
+func fieldAtLine(data []byte, line string) (field, value string) {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return "", ""
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if v := m[i+1]; fmt.Sprint(v.Line) == line {
+			switch v.Kind {
+			case yaml.SequenceNode:
+				return m[i].Value, "a list"
+			case yaml.MappingNode:
+				return m[i].Value, "a map"
+			}
+			return m[i].Value, strconv.Quote(v.Value)
+		}
+	}
+	return "", ""
+}
 
 var unknownFieldRE = regexp.MustCompile(`line (\d+): field (\S+) not found`)
 
@@ -60,6 +92,11 @@ func ParseSpec(data []byte) (*Spec, error) {
 			msg := te.Errors[0]
 			if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
 				return nil, fmt.Errorf("line %s: unknown field %q (allowed: %s)", m[1], m[2], strings.Join(specFileFields, ", "))
+			}
+			if m := lineRE.FindStringSubmatch(msg); m != nil {
+				if field, val := fieldAtLine(data, m[1]); field != "" {
+					return nil, fmt.Errorf("line %s: field %s: bad value %s (allowed: %s)", m[1], field, val, fieldHelp[field])
+				}
 			}
 			return nil, fmt.Errorf("%s (fields: topology: preset name, nodes: 1|2, pods_per_node: integer, knobs: map)", msg)
 		}

@@ -140,6 +140,20 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 					}
 				}
 			}
+			// cnb-* ports someone added to a bridge that is not ours.
+			ports, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "--format=csv", "--no-headings", "--columns=name", "find", "Port")
+			if err == nil {
+				for _, pt := range strings.Fields(ports) {
+					pt = strings.Trim(pt, `"`)
+					if ours(pt) {
+						if err := vsctl(ctx, "--if-exists", "del-port", pt); err != nil {
+							errs = append(errs, err)
+						} else {
+							removed = append(removed, "ovs port "+pt)
+						}
+					}
+				}
+			}
 		}
 	}
 	nss, err := netns.List(runid.Prefix)
@@ -183,13 +197,21 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 			}
 		}
 	}
-	// Reservation files of an `up` killed before its first state write.
+	// Reservation files of an `up` killed before its first state write,
+	// and (full clean only) state files too corrupt to read.
 	if ents, err := os.ReadDir(StateDir); err == nil {
 		for _, e := range ents {
 			p := filepath.Join(StateDir, e.Name())
 			n := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
-			if fi, err := e.Info(); err == nil && (strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0) {
-				if l, err := Get(n); (err == nil && !match(l.ID)) || (err != nil && !all) {
+			l, gerr := Get(n)
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			stray := strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0
+			corrupt := gerr != nil && !errors.Is(gerr, ErrNoLab) // unreadable: no Down possible
+			if stray || (corrupt && all) {
+				if (gerr == nil && !match(l.ID)) || (gerr != nil && !all) {
 					continue
 				}
 				if err := os.Remove(p); err == nil {

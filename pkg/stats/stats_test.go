@@ -255,3 +255,77 @@ func TestVerdictDirection(t *testing.T) {
 		t.Errorf("overlapping verdict %q", v.String())
 	}
 }
+
+// Hand-computed: resampling {1,2,3} three times, the median is 1 when at
+// least two draws are 1: 3·(1/3)²·(2/3) + (1/3)³ = 7/27; it is ≤ 2 when at
+// least two draws are ≤ 2: 3·(2/3)²·(1/3) + (2/3)³ = 20/27.
+func TestBootstrapMedianHandComputed(t *testing.T) {
+	d := BootstrapMedian([]float64{3, 1, 2})
+	if len(d) != 3 {
+		t.Fatalf("atoms %v", d)
+	}
+	near(t, "P(M=1)", d[0].P, 7.0/27, 1e-12)
+	near(t, "P(M=2)", d[1].P, 13.0/27, 1e-12)
+	near(t, "P(M=3)", d[2].P, 7.0/27, 1e-12)
+	// n=2 from {1,3}: draws (1,1) (1,3) (3,1) (3,3) give medians 1, 2, 2, 3.
+	d = BootstrapMedian([]float64{1, 3})
+	if len(d) != 3 || d[1].Value != 2 {
+		t.Fatalf("atoms %v", d)
+	}
+	near(t, "P(M=1)", d[0].P, 0.25, 1e-12)
+	near(t, "P(M=2)", d[1].P, 0.5, 1e-12)
+}
+
+// The exact distribution must match brute-force enumeration of all n^n
+// resamples, for odd and even n and with ties.
+func TestBootstrapMedianEnumeration(t *testing.T) {
+	for _, x := range [][]float64{{5, 1, 4, 2}, {2, 7, 1, 8, 3}, {1, 2, 2, 3, 9, 4}, {4, 4, 4, 1}} {
+		n := len(x)
+		want := map[float64]float64{}
+		idx := make([]int, n)
+		total := math.Pow(float64(n), float64(n))
+		for {
+			r := make([]float64, n)
+			for i, j := range idx {
+				r[i] = x[j]
+			}
+			want[Median(r)] += 1 / total
+			i := 0
+			for i < n {
+				idx[i]++
+				if idx[i] < n {
+					break
+				}
+				idx[i] = 0
+				i++
+			}
+			if i == n {
+				break
+			}
+		}
+		got := BootstrapMedian(x)
+		if len(got) != len(want) {
+			t.Fatalf("%v: %d atoms, want %d", x, len(got), len(want))
+		}
+		var sum float64
+		for _, a := range got {
+			near(t, "P", a.P, want[a.Value], 1e-12)
+			sum += a.P
+		}
+		near(t, "total probability", sum, 1, 1e-12)
+	}
+}
+
+// For large samples the Monte Carlo bootstrap is used; it must agree with
+// the exact one where both apply (up to resampling noise).
+func TestExactAndMonteCarloRatioAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	num, den := make([]float64, 12), make([]float64, 12)
+	for i := range num {
+		num[i], den[i] = 20+rng.NormFloat64(), 10+rng.NormFloat64()*0.5
+	}
+	exact := RatioOfMedians(num, den).CI
+	mc := monteCarloRatioCI(num, den)
+	near(t, "low", mc.Low, exact.Low, 0.05)
+	near(t, "high", mc.High, exact.High, 0.05)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/result"
@@ -75,7 +76,8 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 }
 
 // ClientCommand implements driver.Driver. Warmup maps onto iperf3's --omit:
-// the first seconds are sent but left out of the end totals.
+// the first seconds are sent but left out of the end totals. The duration
+// must be whole seconds (iperf3 would silently truncate it).
 func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	if err := d.Supports(spec.Test); err != nil {
 		return nil, err
@@ -92,11 +94,11 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		argv = append(argv, "-p", driver.Itoa(spec.Port))
 	}
 	argv = append(argv, "-t", driver.Itoa(secs))
-	if spec.Warmup != 0 {
-		w, err := driver.WholeSeconds("iperf3 --omit", spec.Warmup)
-		if err != nil {
-			return nil, err
-		}
+	if spec.Warmup > 0 {
+		// iperf3 3.12 reads -O as whole seconds (atoi: "0.5" becomes 0), so
+		// a fractional warmup is rounded up; the result records the omit
+		// iperf3 actually applied (start.test_start.omit).
+		w := int((spec.Warmup + time.Second - 1) / time.Second)
 		argv = append(argv, "-O", driver.Itoa(w))
 	}
 	if spec.Parallel > 1 {

@@ -171,8 +171,12 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("rate argv %q", argv)
 	}
 	s.Warmup = 500 * time.Millisecond
-	if _, err := d.ClientCommand(s); err == nil {
-		t.Fatal("fractional warmup accepted")
+	if argv, _ := d.ClientCommand(s); strings.Join(argv[7:9], " ") != "-O 1" {
+		t.Fatalf("500ms warmup must round up to -O 1: %q", argv)
+	}
+	s.Duration = 1500 * time.Millisecond
+	if _, err := d.ClientCommand(s); err == nil || !strings.Contains(err.Error(), "whole seconds") {
+		t.Fatalf("fractional duration: %v", err)
 	}
 	for _, test := range []string{"tcp_lat", "udp_lat", "tcp_crr"} {
 		if err := d.Supports(test); err == nil || !strings.Contains(err.Error(), "iperf3 has no "+test) {

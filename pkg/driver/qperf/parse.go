@@ -123,17 +123,36 @@ func get(b Block, name string, units map[string]float64) (v float64, ok bool, er
 	return f.Value * k, true, nil
 }
 
-// Parse implements driver.Driver. It returns the block for spec.Test; the
-// output may hold several tests (as the seeds' command lines produce).
+// Parse implements driver.Driver. It returns the block for spec.Test (and,
+// when an -oo loop printed several, the one at spec.MsgSize).
 func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 	blocks, err := ParseBlocks(stdout)
 	if err != nil {
 		return nil, err
 	}
-	var b *Block
+	// A run may hold several tests (the seeds' command) and, with an -oo
+	// loop, one block per message size of the same test.
+	var cands []*Block
 	for i := range blocks {
 		if blocks[i].Test == spec.Test {
-			b = &blocks[i]
+			cands = append(cands, &blocks[i])
+		}
+	}
+	var b *Block
+	switch {
+	case len(cands) == 1:
+		b = cands[0]
+	case len(cands) > 1:
+		for _, c := range cands {
+			if ms, ok, err := get(*c, "msg_size", sizeBytes); err == nil && ok && int(ms) == spec.MsgSize {
+				if b != nil {
+					return nil, fmt.Errorf("qperf output has more than one %s block at msg_size %d", spec.Test, spec.MsgSize)
+				}
+				b = c
+			}
+		}
+		if b == nil {
+			return nil, fmt.Errorf("qperf output has several %s blocks, none at msg_size %d", spec.Test, spec.MsgSize)
 		}
 	}
 	if b == nil {

@@ -129,6 +129,20 @@ func TestParseSeedCommandOutput(t *testing.T) {
 	}
 }
 
+func TestParseLoopOutput(t *testing.T) {
+	out := read(t, "loop_msg_size_1_to_4K.txt")
+	for size, ns := range map[int]float64{1: 8670, 8: 14400, 512: 10300, 4096: 9210} {
+		r, err := Driver{}.Parse(spec("tcp_lat", size), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, "loop latency", r.Latency.OneWayNs.Mean, ns)
+	}
+	if _, err := (Driver{}).Parse(spec("tcp_lat", 1024), out); err == nil || !strings.Contains(err.Error(), "none at msg_size 1024") {
+		t.Fatalf("size not in loop: %v", err)
+	}
+}
+
 func TestParseUnits(t *testing.T) {
 	out := read(t, "edited_units.txt")
 	cases := []struct {

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/runid"
+)
+
+func cnibenchBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "cnibench")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runBin runs the binary and returns combined output and exit code.
+func runBin(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
+
+func TestLabUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "up", "flannel"}, `unknown preset "flannel" (presets: host, veth`},
+		{[]string{"lab", "up", "veth", "--set", "mtu=abc"}, `knob mtu: bad value "abc"`},
+		{[]string{"lab", "up", "veth", "--set", "mtu"}, `want key=value`},
+		{[]string{"lab", "up", "vxlan", "--set", "turbo=on"}, `unknown knob "turbo"`},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		err := Run(t.Context(), c.args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) || ExitCode(err) != 2 {
+			t.Errorf("%v: got %v (exit %d), want usage error containing %q", c.args, err, ExitCode(err), c.want)
+		}
+	}
+}
+
+func TestLabCommands(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := cnibenchBin(t)
+	name := "cli-" + runid.New()
+	out, code := runBin(t, bin, "lab", "up", "veth", "--name", name, "--set", "mtu=1400")
+	if code != 0 || !strings.Contains(out, "lab "+name+" up (veth, 2 pods) in ") {
+		t.Fatalf("lab up: exit %d\n%s", code, out)
+	}
+	t.Cleanup(func() { runBin(t, bin, "lab", "down", name) })
+
+	out, code = runBin(t, bin, "lab", "show", name, "--json")
+	var l lab.Lab
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || l.PodMTU != 1400 || l.Endpoints["server"].IP != "10.244.1.11" {
+		t.Fatalf("lab show --json: exit %d\n%s", code, out)
+	}
+	if out, _ := runBin(t, bin, "lab", "list"); !strings.Contains(out, name) {
+		t.Errorf("lab list lacks %s:\n%s", name, out)
+	}
+	// The child runs in the pod's namespace and its exit status comes back.
+	out, code = runBin(t, bin, "lab", "exec", name, "client", "--", "sh", "-c", "readlink /proc/self/ns/net; exit 7")
+	if code != 7 {
+		t.Errorf("lab exec exit code %d, want 7\n%s", code, out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+l.Endpoints["client"].Netns, &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("net:[%d]", st.Ino); !strings.Contains(out, want) {
+		t.Errorf("lab exec ran outside the client namespace: %q, want %s", out, want)
+	}
+	if out, code := runBin(t, bin, "lab", "exec", name, "nosuch", "--", "true"); code != 2 || !strings.Contains(out, "endpoints: client, server") {
+		t.Errorf("unknown endpoint: exit %d %s", code, out)
+	}
+	out, code = runBin(t, bin, "lab", "down", name)
+	if code != 0 || !strings.Contains(out, "lab "+name+" down in ") {
+		t.Errorf("lab down: exit %d\n%s", code, out)
+	}
+	if out, code := runBin(t, bin, "lab", "down", name); code != 0 || !strings.Contains(out, "not found, nothing to remove") {
+		t.Errorf("second down: exit %d %s", code, out)
+	}
+}

@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// The history commands: `cnibench runs`, `cnibench report`, `cnibench compare`.
+
+func init() {
+	register(newRunsCmd)
+	register(newReportCmd)
+	register(newCompareCmd)
+}
+
+// addDBFlag adds --db to a command that reads or writes the results
+// database. Its default honours $CNIBENCH_DB and $XDG_DATA_HOME.
+func addDBFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "db", store.DefaultPath(), "results database (SQLite file; env CNIBENCH_DB)")
+}
+
+// openExistingDB opens a results database for reading. It does not create
+// one: a typo in --db must not leave an empty database behind.
+func openExistingDB(path string) (*store.DB, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, UsageError{fmt.Errorf("no results database at %s: run an experiment first (cnibench run), or point --db at one", path)}
+	}
+	return store.Open(path)
+}
+
+// getRun resolves a run reference with an error that says what to do.
+func getRun(db *store.DB, ref string) (*store.Run, []store.Sample, error) {
+	r, err := db.GetRun(ref)
+	if errors.Is(err, store.ErrNotFound) {
+		if ref == "last" {
+			return nil, nil, UsageError{fmt.Errorf("no runs stored in %s yet: run an experiment first (cnibench run)", db.Path())}
+		}
+		return nil, nil, UsageError{fmt.Errorf("unknown run %q in %s: list stored runs with `cnibench runs`", ref, db.Path())}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, err := db.Samples(r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, ss, nil
+}
+
+func argsAtLeast(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return UsageError{fmt.Errorf("missing %s: give a run id, name or \"last\" (see `cnibench runs`)", what)}
+		}
+		return nil
+	}
+}
+
+func newRunsCmd() *cobra.Command {
+	var dbPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List the runs stored in the results database",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return UsageError{fmt.Errorf("runs takes no arguments (got %q); use `cnibench report <run>` to see one", args[0])}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+				if asJSON {
+					_, err := io.WriteString(out, "[]\n")
+					return err
+				}
+				_, err := fmt.Fprintf(out, "no runs stored in %s yet; run an experiment with `cnibench run experiments/default.yaml`\n", dbPath)
+				return err
+			}
+			db, err := store.Open(dbPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			runs, err := db.Runs()
+			if err != nil {
+				return err
+			}
+			counts, err := db.SampleCounts()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeRunsJSON(out, runs, counts)
+			}
+			if len(runs) == 0 {
+				_, err := fmt.Fprintf(out, "no runs stored in %s yet; run an experiment with `cnibench run experiments/default.yaml`\n", dbPath)
+				return err
+			}
+			return writeRunsTable(out, runs, counts)
+		},
+	}
+	addDBFlag(cmd, &dbPath)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+// RunListing is one entry of `cnibench runs --json`.
+type RunListing struct {
+	ID       int64              `json:"id"`
+	Name     string             `json:"name"`
+	Kind     string             `json:"kind"`
+	Started  time.Time          `json:"started"`
+	Finished *time.Time         `json:"finished"`
+	Complete bool               `json:"complete"`
+	Status   string             `json:"status"`
+	Baseline string             `json:"baseline"`
+	Arms     []string           `json:"arms"`
+	Samples  int                `json:"samples"`
+	Host     result.Fingerprint `json:"host"`
+	Labels   map[string]string  `json:"labels"`
+}
+
+func writeRunsJSON(w io.Writer, runs []store.Run, counts map[int64]int) error {
+	list := make([]RunListing, 0, len(runs))
+	for _, r := range runs {
+		l := RunListing{ID: r.ID, Name: r.Name, Kind: r.Kind, Started: r.Started.UTC(), Complete: r.Complete,
+			Status: r.Status, Baseline: r.Baseline, Arms: []string{}, Samples: counts[r.ID], Host: r.Host, Labels: r.Labels}
+		if !r.Finished.IsZero() {
+			f := r.Finished.UTC()
+			l.Finished = &f
+		}
+		for _, a := range r.Arms {
+			l.Arms = append(l.Arms, a.Name)
+		}
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		list = append(list, l)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(list)
+}
+
+func writeRunsTable(w io.Writer, runs []store.Run, counts map[int64]int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSTARTED (UTC)\tSTATE\tARMS\tSAMPLES\tHOST\tKERNEL")
+	for _, r := range runs {
+		state := "complete"
+		if !r.Complete {
+			state = "incomplete"
+			if r.Finished.IsZero() {
+				state = "running or killed"
+			}
+		}
+		var arms []string
+		for _, a := range r.Arms {
+			arms = append(arms, a.Name)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Name, r.Kind, r.Started.UTC().Format("2006-01-02 15:04"),
+			state, strings.Join(arms, ","), counts[r.ID], dash(r.Host.Hostname), dash(r.Host.Kernel))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newReportCmd() *cobra.Command {
+	var dbPath, format, outPath string
+	cmd := &cobra.Command{
+		Use:   "report <run>...",
+		Short: "Render stored runs as a table, markdown, JSON, CSV or HTML",
+		Long: `Render one run (by id, name or "last") in the shape of the source documents:
+arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
+baseline arm. Several runs are put side by side with their host fingerprints
+(kernel, distro, CPU), e.g. the same experiment on different distros.`,
+		Example: `  cnibench report last
+  cnibench report 12 --format html -o report.html
+  cnibench report ubuntu20-run opensuse15-run --format markdown`,
+		Args: argsAtLeast(1, "run to report on"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !validFormat(format) {
+				return UsageError{fmt.Errorf("unknown --format %q; use one of %s", format, strings.Join(report.Formats, ", "))}
+			}
+			db, err := openExistingDB(dbPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var in []report.Input
+			for _, ref := range args {
+				r, ss, err := getRun(db, ref)
+				if err != nil {
+					return err
+				}
+				in = append(in, report.Input{Run: r, Samples: ss})
+			}
+			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
+				return report.RenderRuns(w, format, in)
+			})
+		},
+	}
+	addDBFlag(cmd, &dbPath)
+	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.Formats, "|"))
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+func newCompareCmd() *cobra.Command {
+	var dbPath, outPath string
+	cmd := &cobra.Command{
+		Use:   "compare <run-a> <run-b>",
+		Short: "Compare two runs cell by cell with a significance test",
+		Long: `For every arm, test and message size measured in both runs, print both medians,
+the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
+a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherwise.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return UsageError{fmt.Errorf("compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, err := openExistingDB(dbPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ra, sa, err := getRun(db, args[0])
+			if err != nil {
+				return err
+			}
+			rb, sb, err := getRun(db, args[1])
+			if err != nil {
+				return err
+			}
+			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
+				return report.Compare(w, ra, sa, rb, sb)
+			})
+		},
+	}
+	addDBFlag(cmd, &dbPath)
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+func validFormat(f string) bool {
+	for _, x := range report.Formats {
+		if f == x {
+			return true
+		}
+	}
+	return false
+}
+
+// writeOutput renders to stdout, or to a file through a temporary file in
+// the same directory renamed into place, so a failed render never leaves a
+// truncated report behind.
+func writeOutput(stdout io.Writer, path string, render func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return render(stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := render(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// seedDB stores two small runs of one experiment: vxlan is slower than
+// host in run 1 and the same in run 2.
+func seedDB(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "results.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, name := range []string{"first", "second"} {
+		run := &store.Run{Name: name, Kind: store.KindLab, Baseline: "host", Started: time.Date(2026, 11, 22, 5, i, 0, 0, time.UTC),
+			Host: result.Fingerprint{Hostname: "h", Kernel: "6.1.0", Governor: "performance"},
+			Arms: []store.Arm{{Name: "host", Topology: "host", Engine: "builtin"}, {Name: "vxlan", Topology: "vxlan", Engine: "builtin"}}}
+		id, err := db.CreateRun(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rep := 0; rep < 5; rep++ {
+			for _, arm := range []string{"host", "vxlan"} {
+				us := 10 + 0.1*float64(rep)
+				if arm == "vxlan" && i == 0 {
+					us += 3
+				}
+				r := result.New(result.Tool{Name: "cnibench"}, result.TCPLat, 1)
+				r.Latency = &result.Latency{OneWayNs: result.Dist{Count: 1000, Mean: result.F(us * 1000)}}
+				if err := db.AddSample(&store.Sample{RunID: id, Seq: rep*2 + len(arm), Arm: arm, Engine: "builtin", Test: result.TCPLat, MsgSize: 1, Repeat: rep, Result: r}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := db.FinishRun(id, true, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), args, &out, &errb)
+	return out.String(), err
+}
+
+func TestRunsCommand(t *testing.T) {
+	db := seedDB(t)
+	out, err := run(t, "runs", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "first") || !strings.Contains(out, "second") || !strings.Contains(out, "host,vxlan") {
+		t.Errorf("runs:\n%s", out)
+	}
+	out, err = run(t, "runs", "--json", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []RunListing
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[1].Name != "second" || list[0].Samples != 10 || !list[0].Complete {
+		t.Errorf("runs --json = %+v", list)
+	}
+	// CNIBENCH_DB is the default of --db.
+	t.Setenv("CNIBENCH_DB", db)
+	if out, err := run(t, "runs"); err != nil || !strings.Contains(out, "second") {
+		t.Errorf("runs with CNIBENCH_DB: %v\n%s", err, out)
+	}
+}
+
+func TestReportCommand(t *testing.T) {
+	db := seedDB(t)
+	out, err := run(t, "report", "last", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Run 2 second") || !strings.Contains(out, "tcp_lat (µs)") {
+		t.Errorf("report last:\n%s", out)
+	}
+	file := filepath.Join(t.TempDir(), "r.html")
+	if _, err := run(t, "report", "1", "second", "--db", db, "--format", "html", "-o", file); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(file)
+	if err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("1 first")) {
+		t.Errorf("report -o: %v", err)
+	}
+	out, err = run(t, "report", "first", "--db", db, "--format", "json")
+	if err != nil || !strings.Contains(out, `"schema": "cnibench.report/v1"`) {
+		t.Errorf("report --format json: %v", err)
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	db := seedDB(t)
+	_, err := run(t, "report", "nosuch", "--db", db)
+	if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), `unknown run "nosuch"`) || !strings.Contains(err.Error(), "cnibench runs") {
+		t.Errorf("unknown run: %v", err)
+	}
+	_, err = run(t, "report", "last", "--db", db, "--format", "pdf")
+	if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), "table, markdown, json, csv, html") {
+		t.Errorf("bad format: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.db")
+	_, err = run(t, "report", "last", "--db", missing)
+	if err == nil || !strings.Contains(err.Error(), "no results database") {
+		t.Errorf("missing db: %v", err)
+	}
+	if _, statErr := os.Stat(missing); statErr == nil {
+		t.Error("reading a missing database created it")
+	}
+	if _, err := run(t, "compare", "first", "--db", db); err == nil || ExitCode(err) != 2 {
+		t.Errorf("compare with one run: %v", err)
+	}
+	if _, err := run(t, "report", "--db", db); err == nil || ExitCode(err) != 2 {
+		t.Errorf("report without a run: %v", err)
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	db := seedDB(t)
+	out, err := run(t, "compare", "first", "second", "--db", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// vxlan went from 13.2 to 10.2 µs median, complete separation of 5+5.
+	var vx, host string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "│ vxlan") {
+			vx = l
+		}
+		if strings.Contains(l, "│ host") {
+			host = l
+		}
+	}
+	if !strings.Contains(vx, "faster by 22.7% (p=0.0079)") {
+		t.Errorf("vxlan row %q", vx)
+	}
+	if !strings.Contains(host, "no significant difference") {
+		t.Errorf("host row %q", host)
+	}
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/cnibench/cnibench/experiments"
+	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
+)
+
+type runOptions struct {
+	db       string
+	repeats  int
+	duration time.Duration
+	warmup   string
+	format   string
+	output   string
+	arms     []string
+}
+
+func init() {
+	register(func() *cobra.Command {
+		var o runOptions
+		cmd := &cobra.Command{
+			Use:   "run [FILE|NAME]",
+			Short: "Run an experiment: build each arm's lab, measure, store, report",
+			Long: `Run an experiment file, or a ready experiment by name (default: "default").
+Ready experiments: ` + strings.Join(readyNames(), ", ") + `.
+
+Each distinct lab topology is built once and kept up for the whole run so the
+steps can be interleaved (A B C A B C …); every lab is removed at the end, also
+on failure and Ctrl-C. Each sample is stored as it finishes, so an interrupted
+run keeps what it measured and is marked incomplete.`,
+			Args: cobra.MaximumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				ref := "default"
+				if len(args) == 1 {
+					ref = args[0]
+				}
+				e, err := loadExperiment(ref)
+				if err != nil {
+					return UsageError{err}
+				}
+				if err := o.override(e); err != nil {
+					return UsageError{err}
+				}
+				return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output)
+			},
+		}
+		f := cmd.Flags()
+		addDBFlag(cmd, &o.db)
+		f.IntVar(&o.repeats, "repeats", 0, "override the experiment's repeats")
+		f.DurationVar(&o.duration, "duration", 0, "override the measured interval of each step")
+		f.StringVar(&o.warmup, "warmup", "", "override the warmup of each step, e.g. 500ms")
+		f.StringVar(&o.format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
+		f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
+		f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
+		return cmd
+	})
+}
+
+func readyNames() []string {
+	names, _ := fs.Glob(experiments.Files, "*.yaml")
+	for i, n := range names {
+		names[i] = strings.TrimSuffix(n, ".yaml")
+	}
+	return names
+}
+
+// loadExperiment reads a file, or a ready experiment by name when no such
+// file exists.
+func loadExperiment(ref string) (*experiment.Experiment, error) {
+	if _, err := os.Stat(ref); err == nil {
+		return experiment.LoadFile(ref)
+	}
+	b, err := fs.ReadFile(experiments.Files, strings.TrimSuffix(ref, ".yaml")+".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no experiment file %q and no ready experiment of that name (ready: %s)", ref, strings.Join(readyNames(), ", "))
+	}
+	return experiment.Parse(b, "experiments/"+strings.TrimSuffix(ref, ".yaml")+".yaml")
+}
+
+func (o *runOptions) override(e *experiment.Experiment) error {
+	if o.repeats < 0 {
+		return fmt.Errorf("--repeats %d: want ≥ 1", o.repeats)
+	}
+	if o.repeats > 0 {
+		e.Repeats = o.repeats
+	}
+	if o.duration < 0 || (o.duration > 0 && o.duration < 100*time.Millisecond) {
+		return fmt.Errorf("--duration %v: want ≥ 100ms", o.duration)
+	}
+	if o.duration > 0 {
+		e.Duration = experiment.Duration(o.duration)
+	}
+	if o.warmup != "" {
+		w, err := time.ParseDuration(o.warmup)
+		if err != nil || w < 0 {
+			return fmt.Errorf("--warmup %q: want a duration like 500ms or 0s", o.warmup)
+		}
+		e.Warmup = experiment.Duration(w)
+	}
+	if len(o.arms) > 0 {
+		var keep []experiment.Arm
+		for _, name := range o.arms {
+			found := false
+			for _, a := range e.Arms {
+				if a.Name == name {
+					keep = append(keep, a)
+					found = true
+				}
+			}
+			if !found {
+				var all []string
+				for _, a := range e.Arms {
+					all = append(all, a.Name)
+				}
+				return fmt.Errorf("--arms: no arm %q in experiment %s (arms: %s)", name, e.Name, strings.Join(all, ", "))
+			}
+		}
+		e.Arms = keep
+		if e.Baseline != "" {
+			inKeep := false
+			for _, a := range keep {
+				inKeep = inKeep || a.Name == e.Baseline
+			}
+			if !inKeep {
+				e.Baseline = ""
+			}
+		}
+	}
+	switch o.format {
+	case "table", "markdown", "json", "csv", "html", "none":
+	default:
+		return fmt.Errorf("--format %q: want table, markdown, json, csv, html or none", o.format)
+	}
+	return nil
+}
+
+// runExperiment executes e, stores it, and renders the report.
+func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("running an experiment builds network namespaces and needs root: run it with sudo")
+	}
+	db, err := store.Open(dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	hostFP := sysinfo.Host.Fingerprint(Version)
+	tty := false
+	if f, ok := stderr.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	fmt.Fprintf(stderr, "experiment %s: %d arms, %d steps\n", e.Name, len(e.Arms), len(e.Plan()))
+	runID, err := experiment.Execute(ctx, e, experiment.Options{
+		Labs:       experiment.Labs{},
+		Measurer:   experiment.Drivers{},
+		Sink:       experiment.StoreSink{DB: db, Kind: kind, Host: hostFP},
+		Progress:   stderr,
+		IsTerminal: tty,
+	})
+	if runID != 0 {
+		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())
+	}
+	if err != nil && !errors.Is(err, experiment.ErrInterrupted) {
+		return err
+	}
+	if runID != 0 && format != "none" {
+		if rerr := renderRun(db, runID, format, output, stdout); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+func renderRun(db *store.DB, runID int64, format, output string, stdout io.Writer) error {
+	run, err := db.GetRun(fmt.Sprint(runID))
+	if err != nil {
+		return err
+	}
+	samples, err := db.Samples(runID)
+	if err != nil {
+		return err
+	}
+	w := stdout
+	if output != "" {
+		f, err := os.Create(output)
+		if err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	return report.Render(w, format, run, samples)
+}

@@ -1,0 +1,304 @@
+// Package experiment reads experiment files, plans a matrix of arms × tests ×
+// message sizes × repeats in an interleaved order, and runs it: it builds each
+// arm's lab topology, measures every step with the arm's engine, stores each
+// sample as it finishes and tears every lab down, also when interrupted.
+package experiment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/units"
+)
+
+// Experiment is a parsed experiment file.
+type Experiment struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Source names the seed document table this experiment reproduces.
+	Source   string   `yaml:"source"`
+	Tests    []string `yaml:"tests"`
+	MsgSizes []Size   `yaml:"msg_sizes"`
+	Duration Duration `yaml:"duration"`
+	Warmup   Duration `yaml:"warmup"`
+	Repeats  int      `yaml:"repeats"`
+	// Order is "interleaved" (default: A B C A B C …, so drift spreads over
+	// all arms) or "sequential" (A A A B B B …, for comparison only).
+	Order    string `yaml:"order"`
+	Baseline string `yaml:"baseline"`
+	Engine   string `yaml:"engine"`
+	Parallel int    `yaml:"parallel"`
+	// Rate limits udp_bw senders, e.g. "1G"; empty or "0" is unlimited.
+	Rate string `yaml:"rate"`
+	Arms []Arm  `yaml:"arms"`
+
+	// Text is the file as read, stored with the run.
+	Text string `yaml:"-"`
+	// Dir resolves topology files named relative to the experiment file.
+	Dir string `yaml:"-"`
+	// RateBps is Rate parsed.
+	RateBps float64 `yaml:"-"`
+}
+
+// Arm is one row of the resulting table: a datapath and how it is measured.
+type Arm struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Topology is a lab preset name or a lab YAML file.
+	Topology string            `yaml:"topology"`
+	Knobs    map[string]string `yaml:"knobs"`
+	// Client and Server name the lab endpoints to measure between
+	// (default "client" and "server"; "node1"/"node2" give the HOST row).
+	Client string `yaml:"client"`
+	Server string `yaml:"server"`
+	// Engine overrides the experiment's engine for this arm.
+	Engine string `yaml:"engine"`
+	// ServerAddress measures a cnibench server that is already running
+	// elsewhere instead of building a lab; the client runs in this namespace.
+	ServerAddress string `yaml:"server_address"`
+	// Tests restricts the arm to some of the experiment's tests.
+	Tests []string `yaml:"tests"`
+}
+
+// Size is a message size in bytes, written as 1, 64, 1K, 4K in YAML.
+type Size int
+
+// UnmarshalYAML accepts a number or a string with a K/M/G suffix.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := units.ParseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*s = Size(v)
+	return nil
+}
+
+// Duration is a time.Duration written as "3s" or "500ms" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: bad duration %q: want e.g. 3s, 500ms, 1m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults for fields an experiment file leaves out.
+const (
+	DefaultRepeats  = 5
+	DefaultDuration = 3 * time.Second
+	DefaultWarmup   = 1 * time.Second
+	DefaultEngine   = "builtin"
+)
+
+// LoadFile reads and validates an experiment file.
+func LoadFile(path string) (*Experiment, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read experiment: %w", err)
+	}
+	e, err := Parse(b, path)
+	if err != nil {
+		return nil, err
+	}
+	e.Dir = filepath.Dir(path)
+	return e, nil
+}
+
+var unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
+
+// Parse decodes an experiment strictly: unknown fields and bad values are
+// errors that name the file, the field and what is allowed.
+func Parse(b []byte, name string) (*Experiment, error) {
+	var e Experiment
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, explainYAML(err))
+	}
+	e.Text = string(b)
+	if err := e.normalize(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &e, nil
+}
+
+// explainYAML rewrites yaml.v3's "field x not found in type y" into a
+// message that lists the allowed fields.
+func explainYAML(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		if sm := unknownFieldRE.FindStringSubmatch(m); sm != nil {
+			var allowed []string
+			switch {
+			case strings.HasSuffix(sm[2], ".Arm"):
+				allowed = yamlFields(reflect.TypeOf(Arm{}))
+			default:
+				allowed = yamlFields(reflect.TypeOf(Experiment{}))
+			}
+			m = strings.Replace(m, sm[0], fmt.Sprintf("unknown field %q (allowed: %s)", sm[1], strings.Join(allowed, ", ")), 1)
+		}
+		msgs = append(msgs, m)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+func (e *Experiment) normalize() error {
+	if e.Name == "" {
+		return fmt.Errorf("field name: required")
+	}
+	if len(e.Tests) == 0 {
+		return fmt.Errorf("field tests: required (allowed: %s)", strings.Join(result.Tests, ", "))
+	}
+	for _, t := range e.Tests {
+		if !result.ValidTest(t) {
+			return fmt.Errorf("field tests: unknown test %q (allowed: %s)", t, strings.Join(result.Tests, ", "))
+		}
+	}
+	if len(e.MsgSizes) == 0 {
+		e.MsgSizes = []Size{1}
+	}
+	if e.Duration == 0 {
+		e.Duration = Duration(DefaultDuration)
+	}
+	if e.Duration < 0 || time.Duration(e.Duration) < 100*time.Millisecond {
+		return fmt.Errorf("field duration: %v is too short (want ≥ 100ms)", time.Duration(e.Duration))
+	}
+	if e.Warmup < 0 {
+		return fmt.Errorf("field warmup: must not be negative")
+	}
+	if e.Repeats == 0 {
+		e.Repeats = DefaultRepeats
+	}
+	if e.Repeats < 1 {
+		return fmt.Errorf("field repeats: %d (want ≥ 1)", e.Repeats)
+	}
+	switch e.Order {
+	case "":
+		e.Order = "interleaved"
+	case "interleaved", "sequential":
+	default:
+		return fmt.Errorf("field order: %q (allowed: interleaved, sequential)", e.Order)
+	}
+	if e.Engine == "" {
+		e.Engine = DefaultEngine
+	}
+	if e.Parallel < 0 {
+		return fmt.Errorf("field parallel: %d (want ≥ 1)", e.Parallel)
+	}
+	if e.Rate != "" {
+		r, err := units.ParseRate(e.Rate)
+		if err != nil {
+			return fmt.Errorf("field rate: %v", err)
+		}
+		e.RateBps = r
+	}
+	if len(e.Arms) == 0 {
+		return fmt.Errorf("field arms: at least one arm is required")
+	}
+	seen := map[string]bool{}
+	for i := range e.Arms {
+		a := &e.Arms[i]
+		if a.Name == "" {
+			return fmt.Errorf("arms[%d]: field name: required", i)
+		}
+		if seen[a.Name] {
+			return fmt.Errorf("arms[%d]: duplicate arm name %q", i, a.Name)
+		}
+		seen[a.Name] = true
+		if (a.Topology == "") == (a.ServerAddress == "") {
+			return fmt.Errorf("arm %q: set exactly one of topology (a lab preset or file) and server_address", a.Name)
+		}
+		if a.ServerAddress != "" && len(a.Knobs) > 0 {
+			return fmt.Errorf("arm %q: knobs apply to lab topologies, not to a server_address", a.Name)
+		}
+		if a.Client == "" {
+			a.Client = "client"
+		}
+		if a.Server == "" {
+			a.Server = "server"
+		}
+		if a.Engine == "" {
+			a.Engine = e.Engine
+		}
+		for _, t := range a.Tests {
+			if !contains(e.Tests, t) {
+				return fmt.Errorf("arm %q: field tests: %q is not one of the experiment's tests (%s)", a.Name, t, strings.Join(e.Tests, ", "))
+			}
+		}
+	}
+	if e.Baseline != "" && !seen[e.Baseline] {
+		names := make([]string, 0, len(seen))
+		for n := range seen {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("field baseline: %q is not an arm (arms: %s)", e.Baseline, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ArmTests returns the tests an arm runs.
+func (e *Experiment) ArmTests(a *Arm) []string {
+	if len(a.Tests) > 0 {
+		return a.Tests
+	}
+	return e.Tests
+}
+
+// LabKey identifies the lab an arm needs, so arms that share a topology and
+// knobs (e.g. the pod and node rows of one overlay) share one lab instance.
+func (a *Arm) LabKey() string {
+	if a.Topology == "" {
+		return ""
+	}
+	keys := make([]string, 0, len(a.Knobs))
+	for k := range a.Knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(a.Topology)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", k, a.Knobs[k])
+	}
+	return b.String()
+}

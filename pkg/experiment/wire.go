@@ -1,0 +1,139 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// Labs builds arms' topologies with pkg/lab.
+type Labs struct{ Log io.Writer }
+
+// Up builds a preset, or a lab file resolved against the experiment's folder,
+// with the arm's knobs applied in a stable order.
+func (p Labs) Up(ctx context.Context, topology, dir string, knobs map[string]string) (LabInstance, error) {
+	var spec *lab.Spec
+	var err error
+	if strings.HasSuffix(topology, ".yaml") || strings.HasSuffix(topology, ".yml") || strings.Contains(topology, "/") {
+		path := topology
+		if !filepath.IsAbs(path) && dir != "" {
+			path = filepath.Join(dir, path)
+		}
+		spec, err = lab.LoadSpecFile(path)
+	} else {
+		spec, err = lab.Preset(topology)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := spec.Set(k, knobs[k]); err != nil {
+			return nil, err
+		}
+	}
+	log := p.Log
+	if log == nil {
+		log = io.Discard
+	}
+	l, err := lab.Up(ctx, spec, lab.UpOptions{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return labInstance{l}, nil
+}
+
+type labInstance struct{ l *lab.Lab }
+
+func (i labInstance) Name() string { return i.l.Name }
+
+func (i labInstance) Endpoint(name string) (string, string, error) {
+	ep, err := i.l.Endpoint(name)
+	if err != nil {
+		return "", "", err
+	}
+	return ep.Netns, ep.IP, nil
+}
+
+func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
+
+// Drivers measures with the registered drivers (pkg/driver).
+type Drivers struct{}
+
+// Measure runs one measurement with the request's engine.
+func (Drivers) Measure(ctx context.Context, req MeasureRequest) (*result.Result, error) {
+	d, err := driver.Lookup(req.Engine)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Supports(req.Spec.Test); err != nil {
+		return nil, err
+	}
+	if err := d.Installed(); err != nil {
+		return nil, err
+	}
+	if !req.StartServer {
+		return driver.MeasureClient(ctx, d, req.Spec, req.ClientNetns)
+	}
+	return driver.Measure(ctx, d, req.Spec, req.ServerNetns, req.ClientNetns)
+}
+
+// StoreSink writes the run into the results database as it happens.
+type StoreSink struct {
+	DB   *store.DB
+	Kind string // "lab" unless set
+	Host result.Fingerprint
+}
+
+// Begin creates the run row with the experiment text and its arms.
+func (s StoreSink) Begin(e *Experiment) (int64, error) {
+	kind := s.Kind
+	if kind == "" {
+		kind = "lab"
+	}
+	run := &store.Run{
+		Name:       e.Name,
+		Kind:       kind,
+		Experiment: e.Text,
+		Baseline:   e.Baseline,
+		Started:    time.Now().UTC(),
+		Host:       s.Host,
+		Labels:     map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
+	}
+	for _, a := range e.Arms {
+		topo := a.Topology
+		if a.ServerAddress != "" {
+			topo = "server " + a.ServerAddress
+		} else if a.Client != "client" || a.Server != "server" {
+			topo = fmt.Sprintf("%s (%s → %s)", a.Topology, a.Client, a.Server)
+		}
+		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Description: a.Description, Topology: topo, Engine: a.Engine, Knobs: a.Knobs})
+	}
+	return s.DB.CreateRun(run)
+}
+
+// Sample stores one step.
+func (s StoreSink) Sample(runID int64, x Sample) error {
+	return s.DB.AddSample(&store.Sample{
+		RunID: runID, Seq: x.Step.Seq, Arm: x.Arm.Name, Engine: x.Arm.Engine, Test: x.Step.Test,
+		MsgSize: x.Step.MsgSize, Repeat: x.Step.Repeat, Result: x.Result, Error: x.Error,
+	})
+}
+
+// End marks the run complete or not.
+func (s StoreSink) End(runID int64, complete bool, status string) error {
+	return s.DB.FinishRun(runID, complete, status)
+}

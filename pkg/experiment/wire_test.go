@@ -1,0 +1,128 @@
+package experiment
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/driver/builtin"
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// recordingLabs remembers the run ids of the labs it built, so the test can
+// check that exactly those are gone afterwards (other packages' tests may
+// build labs of their own at the same time).
+type recordingLabs struct {
+	Labs
+	ids []string
+}
+
+func (r *recordingLabs) Up(ctx context.Context, topo, dir string, knobs map[string]string) (LabInstance, error) {
+	l, err := r.Labs.Up(ctx, topo, dir, knobs)
+	if err == nil {
+		r.ids = append(r.ids, l.(labInstance).l.ID)
+	}
+	return l, err
+}
+
+func cnibenchBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "cnibench")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build cnibench: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The whole chain for real: labs built with netlink, the built-in engine's
+// server and client started in the endpoints' namespaces, every sample
+// stored in SQLite, every lab removed.
+func TestExecuteRealLabsAndEngine(t *testing.T) {
+	testns.NeedRoot(t)
+	builtin.Binary = cnibenchBinary(t)
+	defer func() { builtin.Binary = "" }()
+
+	e, err := Parse([]byte(`
+name: wire
+tests: [tcp_lat, udp_bw]
+msg_sizes: [64]
+duration: 300ms
+warmup: 100ms
+repeats: 2
+rate: 100M
+baseline: host
+arms:
+  - name: host
+    topology: vxlan
+    client: node1
+    server: node2
+  - name: vxlan
+    topology: vxlan
+  - name: veth
+    topology: veth
+  - name: nope
+    topology: geneve
+`), "wire.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	labs := &recordingLabs{}
+	var log strings.Builder
+	id, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: Drivers{}, Sink: StoreSink{DB: db}, Progress: &log})
+	if err != nil {
+		t.Fatalf("Execute: %v\n%s", err, log.String())
+	}
+	if len(labs.ids) != 2 {
+		t.Fatalf("built labs %v; want vxlan (shared by host and vxlan arms) and veth", labs.ids)
+	}
+	for _, lid := range labs.ids {
+		left, _ := netns.List(runid.Prefix + lid + "-")
+		if len(left) > 0 {
+			t.Errorf("lab %s left namespaces: %v", lid, left)
+		}
+	}
+	run, err := db.GetRun("last")
+	if err != nil || run.ID != id || !run.Complete {
+		t.Fatalf("stored run: %+v, %v", run, err)
+	}
+	samples, err := db.Samples(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != len(e.Plan()) {
+		t.Fatalf("stored %d samples, planned %d", len(samples), len(e.Plan()))
+	}
+	for _, s := range samples {
+		switch {
+		case s.Arm == "nope":
+			if s.Error == "" || !strings.Contains(s.Error, "not supported") {
+				t.Errorf("geneve arm should fail with the kernel's reason, got %q", s.Error)
+			}
+		case s.Error != "":
+			t.Errorf("%s %s: %s\n%s", s.Arm, s.Test, s.Error, log.String())
+		case s.Test == "tcp_lat":
+			if s.Result.Latency == nil || s.Result.Latency.RTTNs.Count == 0 {
+				t.Errorf("%s tcp_lat: no latency", s.Arm)
+			}
+		case s.Test == "udp_bw":
+			if s.Result.UDP == nil || s.Result.UDP.Received == 0 {
+				t.Errorf("%s udp_bw: nothing received", s.Arm)
+			}
+		}
+	}
+}

@@ -1,0 +1,321 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// The HTML report is one file with inline CSS and inline SVG: no scripts,
+// fonts or stylesheets to fetch, so it opens offline and can be mailed or
+// attached to a ticket as is. The charts are written by hand rather than by
+// a chart library: they are two simple shapes (bars with whiskers, CDF
+// lines), and hand-written SVG is byte-for-byte deterministic, which the
+// golden-file tests rely on.
+
+const css = `body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em;color:#222;max-width:1200px}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:4px 8px}
+th{background:#f3f3f3}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.fp{color:#555;font-size:14px}
+.warn{color:#8a4b00}
+.legend{font-size:13px;color:#444}
+figure{display:inline-block;margin:1em 1em 1em 0;vertical-align:top}
+figcaption{font-size:13px;color:#444}
+svg text{font-family:system-ui,sans-serif}`
+
+var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+func writeHTML(w io.Writer, models []*Model) error {
+	var b strings.Builder
+	var n notes
+	title := "cnibench report"
+	if len(models) == 1 {
+		title += ": run " + runLabel(models[0].Run)
+	}
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<h1>%s</h1>\n", esc(title), css, esc(title))
+
+	b.WriteString("<h2>Runs and hosts</h2>\n<table>\n<tr><th>run</th><th>kind</th><th>state</th><th>started</th><th>host</th><th>distro</th><th>kernel</th><th>CPU</th><th>cores</th><th>governor</th><th>cnibench</th></tr>\n")
+	for _, m := range models {
+		r, h := m.Run, m.Run.Host
+		state := "complete"
+		if !r.Complete {
+			state = "incomplete"
+		}
+		if r.Status != "" {
+			state += " (" + r.Status + ")"
+		}
+		cores := "unknown"
+		if h.Cores > 0 {
+			cores = fmt.Sprint(h.Cores)
+		}
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+			esc(runLabel(r)), esc(r.Kind), esc(state), esc(r.Started.UTC().Format("2006-01-02 15:04:05Z")), esc(orUnknown(h.Hostname)),
+			esc(orUnknown(h.Distro)), esc(orUnknown(h.Kernel)), esc(orUnknown(h.CPUModel)), cores, esc(orUnknown(h.Governor)), esc(orUnknown(h.Cnibench)))
+	}
+	b.WriteString("</table>\n")
+	for _, m := range models {
+		if len(m.Run.Arms) > 0 {
+			if len(models) > 1 {
+				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", m.Run.ID)
+			}
+			b.WriteString("<ul>\n")
+			for _, l := range armLines(m.Run) {
+				fmt.Fprintf(&b, "<li>%s</li>\n", esc(l))
+			}
+			b.WriteString("</ul>\n")
+		}
+		for _, f := range m.Flags {
+			s := f.Message
+			if len(models) > 1 {
+				s = fmt.Sprintf("run %d: %s", m.Run.ID, s)
+			}
+			fmt.Fprintf(&b, "<p class=\"warn\">⚠ %s</p>\n", esc(s))
+		}
+	}
+
+	b.WriteString("<h2>Results</h2>\n")
+	g, cols := mainGrid(models, &n)
+	htmlTable(&b, g)
+	for _, l := range legend(models, cols) {
+		fmt.Fprintf(&b, "<p class=\"legend\">%s</p>\n", esc(l))
+	}
+	if len(models) == 1 {
+		if vg, ok := verdictGrid(models[0]); ok {
+			fmt.Fprintf(&b, "<h3>Each arm against %s</h3>\n<p class=\"legend\">Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference.</p>\n", esc(models[0].Baseline))
+			htmlTable(&b, vg)
+		}
+	}
+	if len(n.list) > 0 {
+		b.WriteString("<h3>Notes</h3>\n<ol class=\"legend\">\n")
+		for i, t := range n.list {
+			fmt.Fprintf(&b, "<li id=\"note-%d\">%s</li>\n", i+1, esc(t))
+		}
+		b.WriteString("</ol>\n")
+	}
+
+	b.WriteString("<h2>Charts</h2>\n")
+	for _, col := range cols {
+		b.WriteString("<figure>\n")
+		b.WriteString(barChart(models, col))
+		fmt.Fprintf(&b, "<figcaption>%s: median with its 95%% confidence interval per arm.</figcaption>\n</figure>\n", esc(col.Header))
+	}
+	for _, gr := range cdfGroups(models) {
+		b.WriteString("<figure>\n")
+		b.WriteString(cdfChart(models, gr))
+		fmt.Fprintf(&b, "<figcaption>%s %s: round-trip latency CDF of the repeat closest to each arm's median.</figcaption>\n</figure>\n", esc(gr.Test), esc(FormatSize(gr.Size)))
+	}
+	b.WriteString("</body>\n</html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func htmlTable(b *strings.Builder, g grid) {
+	b.WriteString("<table>\n<tr>")
+	for _, h := range g.Header {
+		fmt.Fprintf(b, "<th>%s</th>", esc(h))
+	}
+	b.WriteString("</tr>\n")
+	for _, r := range g.Rows {
+		b.WriteString("<tr>")
+		for i, c := range r {
+			cls := ""
+			if g.right(i) {
+				cls = ` class="num"`
+			}
+			t := esc(c.Text)
+			if c.Note > 0 {
+				t += fmt.Sprintf(`<sup><a href="#note-%d">%d</a></sup>`, c.Note, c.Note)
+			}
+			fmt.Fprintf(b, "<td%s>%s</td>", cls, t)
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
+}
+
+// bar is one arm (of one run) in a bar chart.
+type bar struct {
+	Label             string
+	Median, Low, High float64
+	Missing           string
+}
+
+func barChart(models []*Model, col Column) string {
+	var bars []bar
+	for _, m := range models {
+		for _, arm := range m.Arms {
+			label := arm
+			if len(models) > 1 {
+				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
+			}
+			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			if c == nil || len(c.Values) == 0 {
+				bars = append(bars, bar{Label: label, Missing: "— not measured"})
+				continue
+			}
+			s := c.Summary
+			bars = append(bars, bar{Label: label, Median: s.Median * col.Scale,
+				Low: s.MedianCI.Low * col.Scale, High: s.MedianCI.High * col.Scale})
+		}
+	}
+	const (
+		width, left, right, top, barH, gap, bottom = 640.0, 170.0, 70.0, 30.0, 18.0, 10.0, 34.0
+	)
+	height := top + float64(len(bars))*(barH+gap) + bottom
+	var xmax float64
+	for _, b := range bars {
+		xmax = math.Max(xmax, math.Max(b.Median, b.High))
+	}
+	ticks, xmax := niceTicks(xmax)
+	plotW := width - left - right
+	x := func(v float64) float64 { return left + v/xmax*plotW }
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
+	fmt.Fprintf(&s, "<title>%s</title>\n", esc(col.Header))
+	fmt.Fprintf(&s, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(col.Header))
+	axisY := top + float64(len(bars))*(barH+gap)
+	for _, t := range ticks {
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top-4, x(t), axisY)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, esc(FormatNumber(t)))
+	}
+	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, axisY+28, esc(col.Unit))
+	for i, b := range bars {
+		y := top + float64(i)*(barH+gap)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", left-6, y+barH-5, esc(b.Label))
+		if b.Missing != "" {
+			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="12" fill="#888">%s</text>`+"\n", left+4, y+barH-5, esc(b.Missing))
+			continue
+		}
+		fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
+			left, y, x(b.Median)-left, barH, palette[i%len(palette)], esc(b.Label), esc(FormatNumber(b.Median)), esc(col.Unit))
+		cy := y + barH/2
+		fmt.Fprintf(&s, `<path d="M%.1f %.1fH%.1fM%.1f %.1fV%.1fM%.1f %.1fV%.1f" stroke="#222" stroke-width="1.5" fill="none"/>`+"\n",
+			x(b.Low), cy, x(b.High), x(b.Low), cy-5, cy+5, x(b.High), cy-5, cy+5)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", x(math.Max(b.High, b.Median))+4, y+barH-5, esc(FormatNumber(b.Median)))
+	}
+	s.WriteString("</svg>\n")
+	return s.String()
+}
+
+// niceTicks returns about five round tick values from 0 and the axis end.
+func niceTicks(max float64) ([]float64, float64) {
+	if max <= 0 || math.IsNaN(max) || math.IsInf(max, 0) {
+		return []float64{0, 1}, 1
+	}
+	raw := max / 5
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, f := range []float64{1, 2, 2.5, 5, 10} {
+		if f*mag >= raw {
+			step = f * mag
+			break
+		}
+	}
+	end := math.Ceil(max/step) * step
+	var ticks []float64
+	for v := 0.0; v <= end+step/2; v += step {
+		ticks = append(ticks, v)
+	}
+	return ticks, end
+}
+
+// cdfGroups are the latency (test, size) groups with at least one CDF.
+func cdfGroups(models []*Model) []group {
+	set := map[group]bool{}
+	for _, m := range models {
+		for k, c := range m.cells {
+			if len(c.CDF) > 0 && k.Metric == primary(k.Test).Name && k.Metric == mOneWay.Name {
+				set[group{k.Test, k.Size}] = true
+			}
+		}
+	}
+	var gs []group
+	for g := range set {
+		gs = append(gs, g)
+	}
+	sortGroups(gs)
+	return gs
+}
+
+type series struct {
+	Label string
+	Pts   []result.CDFPoint
+}
+
+func cdfChart(models []*Model, g group) string {
+	var ss []series
+	var missing []string
+	for _, m := range models {
+		for _, arm := range m.Arms {
+			label := arm
+			if len(models) > 1 {
+				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
+			}
+			c := m.cells[cellKey{arm, g.Test, g.Size, mOneWay.Name}]
+			if c == nil || len(c.CDF) == 0 {
+				missing = append(missing, label)
+				continue
+			}
+			// The far tail would squash the body of the curve; p99.9 is
+			// the last point drawn.
+			var pts []result.CDFPoint
+			for _, p := range c.CDF {
+				if p.Percentile <= 99.9 {
+					pts = append(pts, p)
+				}
+			}
+			ss = append(ss, series{label, pts})
+		}
+	}
+	const width, height, left, right, top, bottom = 640.0, 340.0, 56.0, 150.0, 30.0, 40.0
+	var xmax float64
+	for _, s := range ss {
+		for _, p := range s.Pts {
+			xmax = math.Max(xmax, p.Ns/1e3)
+		}
+	}
+	ticks, xmax := niceTicks(xmax)
+	plotW, plotH := width-left-right, height-top-bottom
+	x := func(us float64) float64 { return left + us/xmax*plotW }
+	y := func(pct float64) float64 { return top + plotH - pct/100*plotH }
+	title := fmt.Sprintf("%s %s round-trip latency CDF", g.Test, FormatSize(g.Size))
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, "<title>%s</title>\n", esc(title))
+	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
+	for _, t := range ticks {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top, x(t), top+plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, esc(FormatNumber(t)))
+	}
+	for _, p := range []float64{0, 25, 50, 75, 90, 99, 100} {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(p), left+plotW, y(p))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%g</text>`+"\n", left-4, y(p)+4, p)
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">round trip (µs)</text>`+"\n", left+plotW/2, top+plotH+30)
+	fmt.Fprintf(&b, `<text x="14" y="%.1f" font-size="11" text-anchor="middle" transform="rotate(-90 14 %.1f)">percentile</text>`+"\n", top+plotH/2, top+plotH/2)
+	for i, s := range ss {
+		color := palette[i%len(palette)]
+		var pts []string
+		for _, p := range s.Pts {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.Ns/1e3), y(p.Percentile)))
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s</title></polyline>`+"\n", strings.Join(pts, " "), color, esc(s.Label))
+		ly := top + 10 + float64(i)*18
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>`+"\n", left+plotW+12, ly-10, color)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12">%s</text>`+"\n", left+plotW+30, ly, esc(s.Label))
+	}
+	for i, l := range missing {
+		ly := top + 10 + float64(len(ss)+i)*18
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="12" fill="#888">%s: no CDF</text>`+"\n", left+plotW+12, ly, esc(l))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}

@@ -1,0 +1,183 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stats"
+)
+
+// JSONSchema names the JSON report document. Bump it on any change a
+// consumer could notice and describe the change in docs/reports.md.
+const JSONSchema = "cnibench.report/v1"
+
+// JSONReport is the JSON document: one entry per run.
+type JSONReport struct {
+	Schema string    `json:"schema"`
+	Runs   []JSONRun `json:"runs"`
+}
+
+// JSONRun is one run with every analysed cell.
+type JSONRun struct {
+	ID         int64              `json:"id"`
+	Name       string             `json:"name"`
+	Kind       string             `json:"kind"`
+	Complete   bool               `json:"complete"`
+	Status     string             `json:"status"`
+	Started    time.Time          `json:"started"`
+	Finished   *time.Time         `json:"finished"`
+	Baseline   *string            `json:"baseline"` // null: no baseline arm with samples
+	Shape      string             `json:"shape"`
+	Host       result.Fingerprint `json:"host"`
+	Labels     map[string]string  `json:"labels"`
+	Arms       []JSONArm          `json:"arms"`
+	Experiment string             `json:"experiment"`
+	Flags      []Flag             `json:"flags"`
+	Cells      []JSONCell         `json:"cells"`
+	// Missing lists every cell without a value and why.
+	Missing []JSONMissing `json:"missing"`
+}
+
+// JSONArm is one arm's configuration.
+type JSONArm struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Topology    string            `json:"topology"`
+	Engine      string            `json:"engine"`
+	Knobs       map[string]string `json:"knobs"`
+}
+
+// JSONCell is the statistics of one arm × test × msg size × metric.
+// Numbers that are undefined (e.g. stddev of one value) are null.
+type JSONCell struct {
+	Arm            string    `json:"arm"`
+	Test           string    `json:"test"`
+	MsgSize        int       `json:"msg_size_bytes"`
+	Metric         string    `json:"metric"`
+	Unit           string    `json:"unit"`
+	HigherIsBetter bool      `json:"higher_is_better"`
+	N              int       `json:"n"`
+	Failed         int       `json:"failed"`
+	Median         *float64  `json:"median"`
+	MedianCI       JSONCI    `json:"median_ci"`
+	Mean           *float64  `json:"mean"`
+	MeanCI         JSONCI    `json:"mean_ci"`
+	Stddev         *float64  `json:"stddev"`
+	CV             *float64  `json:"cv"`
+	Min            *float64  `json:"min"`
+	Max            *float64  `json:"max"`
+	Values         []float64 `json:"values"`
+	VsBaseline     *JSONVs   `json:"vs_baseline"` // null for the baseline arm or without one
+	Flags          []string  `json:"flags"`
+	CDF            []JSONCDF `json:"cdf,omitempty"`
+}
+
+// JSONCI is a confidence interval; Level is the achieved coverage.
+type JSONCI struct {
+	Low   *float64 `json:"low"`
+	High  *float64 `json:"high"`
+	Level float64  `json:"level"`
+}
+
+// JSONVs compares a cell with the baseline arm's cell.
+type JSONVs struct {
+	Ratio     *float64 `json:"ratio"` // median / baseline median
+	RatioCI   JSONCI   `json:"ratio_ci"`
+	DeltaPct  *float64 `json:"delta_pct"`
+	P         *float64 `json:"p"`
+	U         *float64 `json:"u"`
+	Method    string   `json:"method"`
+	Direction string   `json:"direction"` // better | worse | no significant difference
+	Verdict   string   `json:"verdict"`
+}
+
+// JSONCDF is one point of a latency CDF, in microseconds.
+type JSONCDF struct {
+	Percentile float64 `json:"percentile"`
+	Us         float64 `json:"us"`
+}
+
+// JSONMissing says why a cell has no value.
+type JSONMissing struct {
+	Arm     string `json:"arm"`
+	Test    string `json:"test"`
+	MsgSize int    `json:"msg_size_bytes"`
+	Metric  string `json:"metric"`
+	Reason  string `json:"reason"`
+}
+
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func jci(c stats.CI) JSONCI { return JSONCI{Low: num(c.Low), High: num(c.High), Level: c.Level} }
+
+// BuildJSON returns the JSON document for the given models' runs.
+func buildJSON(models []*Model) JSONReport {
+	rep := JSONReport{Schema: JSONSchema, Runs: []JSONRun{}}
+	for _, m := range models {
+		r := m.Run
+		jr := JSONRun{ID: r.ID, Name: r.Name, Kind: r.Kind, Complete: r.Complete, Status: r.Status,
+			Started: r.Started.UTC(), Shape: m.Shape, Host: r.Host, Labels: nonNilMap(r.Labels),
+			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}}
+		if !r.Finished.IsZero() {
+			f := r.Finished.UTC()
+			jr.Finished = &f
+		}
+		if m.Baseline != "" {
+			b := m.Baseline
+			jr.Baseline = &b
+		}
+		for _, a := range r.Arms {
+			jr.Arms = append(jr.Arms, JSONArm{a.Name, a.Description, a.Topology, a.Engine, nonNilMap(a.Knobs)})
+		}
+		if jr.Arms == nil {
+			jr.Arms = []JSONArm{}
+		}
+		for _, k := range m.Keys {
+			c := m.cells[k]
+			if len(c.Values) == 0 {
+				jr.Missing = append(jr.Missing, JSONMissing{k.Arm, k.Test, k.Size, k.Metric, c.Missing})
+				continue
+			}
+			s := c.Summary
+			jc := JSONCell{Arm: k.Arm, Test: k.Test, MsgSize: k.Size, Metric: k.Metric, Unit: c.Unit,
+				HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
+				Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
+				Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
+				Values: c.Values, Flags: append([]string{}, c.Flags...)}
+			if c.Ratio != nil && c.Verdict != nil {
+				v := c.Verdict
+				better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
+				jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
+					P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
+					Verdict: v.Text(better, worse)}
+			}
+			for _, p := range c.CDF {
+				jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})
+			}
+			jr.Cells = append(jr.Cells, jc)
+		}
+		rep.Runs = append(rep.Runs, jr)
+	}
+	return rep
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func writeJSON(w io.Writer, models []*Model) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(buildJSON(models))
+}

@@ -1,0 +1,70 @@
+// Package units parses and prints the sizes, rates and durations users type:
+// message sizes in the qperf convention (1, 64, 1K, 4K, 64K with K = 1024) and
+// bit rates in the iperf3 convention (100M, 2G with M = 10^6 bits/s).
+package units
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseSize parses a byte count: a plain number or one with a K, M or G suffix
+// (powers of 1024, as qperf's msg_size and iperf3's -l take them).
+func ParseSize(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	mult := 1
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'm', 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'g', 'G':
+			mult, t = 1<<30, t[:n-1]
+		}
+	}
+	v, err := strconv.Atoi(t)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad size %q: want a positive number of bytes like 1, 64, 1K, 4K, 64K", s)
+	}
+	if v > (1<<31-1)/mult {
+		return 0, fmt.Errorf("bad size %q: too large", s)
+	}
+	return v * mult, nil
+}
+
+// FormatSize prints a byte count the way ParseSize reads it: 1, 64, 1K, 4K.
+func FormatSize(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.Itoa(n>>30) + "G"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "M"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "K"
+	}
+	return strconv.Itoa(n)
+}
+
+// ParseRate parses a bit rate: a plain number of bits/s or one with a K, M or
+// G suffix (powers of 1000, as iperf3's -b takes them). "0" means unlimited.
+func ParseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1e3, t[:n-1]
+		case 'm', 'M':
+			mult, t = 1e6, t[:n-1]
+		case 'g', 'G':
+			mult, t = 1e9, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad rate %q: want bits per second like 0 (unlimited), 100M, 2G", s)
+	}
+	return v * mult, nil
+}
