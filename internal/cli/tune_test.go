@@ -13,6 +13,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/lab/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/tune"
 )
 
@@ -196,5 +197,64 @@ func TestTuneLabScope(t *testing.T) {
 		if string(b) != "1\n" {
 			t.Errorf("%s: tcp_fastopen %q after rollback, want \"1\\n\"", ns, b)
 		}
+	}
+}
+
+func TestTuneVerifyBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune", "verify", "--experiment", "default"}, "needs --profile"},
+		{[]string{"tune", "verify", "--profile", "latency"}, "needs --profile"},
+		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--scope", "host"}, "add --yes"},
+		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--scope", "netns:x"}, "bad --scope"},
+		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "no-such-exp"}, "no experiment file"},
+		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--arms", "nope"}, `no arm "nope"`},
+	}
+	for _, c := range cases {
+		_, err := runCLI(t, c.args...)
+		var u UsageError
+		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want a usage error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestTuneVerifyEndToEnd runs verify on a one-arm experiment with the
+// throughput profile in lab scope: two stored runs, a comparison, and every
+// journal rolled back (privileged; a few seconds).
+func TestTuneVerifyEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to build labs (CI runs as root)")
+	}
+	// The builtin engine runs the cnibench binary; the test binary is not it.
+	if os.Getenv("CNIBENCH_BIN") == "" {
+		t.Skip("CNIBENCH_BIN is not set (make test builds bin/cnibench and sets it)")
+	}
+	dir := t.TempDir()
+	db, jdir := filepath.Join(dir, "r.db"), filepath.Join(dir, "j")
+	out, err := runCLI(t, "tune", "verify", "--profile", "throughput", "--experiment", "testdata/tune-verify-tiny.yaml",
+		"--db", db, "--journal-dir", jdir)
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{"applied in lab", "net.ipv4.tcp_wmem", "A = before, B = after", "tcp_lat", "verdict", "rolled back 1 journals"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := tune.Journals(jdir)
+	if err != nil || len(js) != 1 || !js[0].RolledBack {
+		t.Errorf("journals: %+v %v", js, err)
+	}
+	sdb, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	runs, err := sdb.Runs()
+	if err != nil || len(runs) != 2 || runs[0].Kind != store.KindTuneVerify {
+		t.Errorf("runs: %+v %v", runs, err)
 	}
 }
