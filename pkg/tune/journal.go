@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/lab/netns"
@@ -45,6 +46,23 @@ type Entry struct {
 	// result, rollback
 	OK    bool   `json:"ok,omitempty"`
 	Error string `json:"error,omitempty"`
+}
+
+// lockDir takes an exclusive advisory lock on dir/.lock, so two applies or
+// rollbacks on one journal directory never interleave their reads and writes.
+func lockDir(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create journal dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
 }
 
 // journal is an open journal file; every append is fsynced.
@@ -266,6 +284,11 @@ func Apply(o ApplyOptions) (*ApplyReport, error) {
 	if o.DryRun || len(todo) == 0 {
 		return rep, nil
 	}
+	unlock, err := lockDir(o.JournalDir)
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	id := runid.New()
 	j, err := createJournal(o.JournalDir, id)
 	if err != nil {
@@ -326,6 +349,15 @@ var ErrRolledBack = errors.New("already rolled back")
 // which is harmless. It keeps going past failures and returns them joined;
 // only a complete rollback is marked in the journal.
 func Rollback(e *Env, path string) (restored int, err error) {
+	unlock, err := lockDir(filepath.Dir(path))
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	return rollback(e, path)
+}
+
+func rollback(e *Env, path string) (restored int, err error) {
 	entries, err := ReadJournal(path)
 	if err != nil {
 		return 0, err
@@ -456,6 +488,14 @@ func Journals(dir string) ([]JournalInfo, error) {
 // RollbackAll rolls back every journal in dir that is not rolled back yet,
 // newest first, so stacked applies unwind in order.
 func RollbackAll(e *Env, dir string) (journals, restored int, err error) {
+	if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+		return 0, 0, nil
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unlock()
 	js, err := Journals(dir)
 	if err != nil {
 		return 0, 0, err
@@ -469,7 +509,7 @@ func RollbackAll(e *Env, dir string) (journals, restored int, err error) {
 			errs = append(errs, errors.New(js[i].Error))
 			continue
 		}
-		n, rerr := Rollback(e, js[i].Path)
+		n, rerr := rollback(e, js[i].Path)
 		restored += n
 		journals++
 		if rerr != nil {
