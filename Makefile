@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab e2e-k8s clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s clean
 
 all: build
 
@@ -29,6 +29,10 @@ test-unit:
 # The main job: a lab comparison on this host with the built-in defaults.
 run: deps build
 	./$(BIN) run experiments/default.yaml
+
+# Issue 4's target: a report over 100 stored runs renders in ≤ 2 s.
+bench-report:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/report
 
 clean:
 	rm -rf bin

@@ -54,6 +54,8 @@ require (
 
 require golang.org/x/term v0.47.0
 
+require github.com/safchain/ethtool v0.7.0
+
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/google/go-cmp v0.6.0 // indirect

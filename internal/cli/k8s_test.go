@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// runCLI runs cnibench with args, pointing every k8s command at a
+// runK8sCLI runs cnibench with args, pointing every k8s command at a
 // kubeconfig whose server cannot be reached, so a test that got past flag
 // checking would fail loudly rather than touch a cluster.
-func runCLI(t *testing.T, args ...string) (string, error) {
+func runK8sCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
@@ -37,7 +37,7 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 		{[]string{"--repeats", "0"}, "--repeats"},
 		{[]string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
 	} {
-		_, err := runCLI(t, append([]string{"k8s", "run", "--image", "x:1"}, tc.args...)...)
+		_, err := runK8sCLI(t, append([]string{"k8s", "run", "--image", "x:1"}, tc.args...)...)
 		var u UsageError
 		if !errors.As(err, &u) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want a usage error containing %q", tc.args, err, tc.want)
@@ -46,19 +46,19 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 }
 
 func TestK8sUnreachableClusterIsOneLine(t *testing.T) {
-	_, err := runCLI(t, "k8s", "info")
+	_, err := runK8sCLI(t, "k8s", "info")
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("want one line naming the API server, got %v", err)
 	}
 }
 
 func TestImageBuildNeedsOutput(t *testing.T) {
-	_, err := runCLI(t, "image", "build")
+	_, err := runK8sCLI(t, "image", "build")
 	var u UsageError
 	if !errors.As(err, &u) || !strings.Contains(err.Error(), "-o FILE") {
 		t.Errorf("got %v", err)
 	}
-	_, err = runCLI(t, "image", "build", "-o", filepath.Join(t.TempDir(), "x.tar"), "--ref", "Bad Ref")
+	_, err = runK8sCLI(t, "image", "build", "-o", filepath.Join(t.TempDir(), "x.tar"), "--ref", "Bad Ref")
 	if !errors.As(err, &u) {
 		t.Errorf("bad ref: got %v", err)
 	}
@@ -68,7 +68,7 @@ func TestImageBuildLeavesNothingOnFailure(t *testing.T) {
 	dir := t.TempDir()
 	notStatic := filepath.Join(dir, "script")
 	os.WriteFile(notStatic, []byte("#!/bin/sh\n"), 0o755)
-	_, err := runCLI(t, "image", "build", "-o", filepath.Join(dir, "img.tar"), "--binary", notStatic, "--ref", "a:b")
+	_, err := runK8sCLI(t, "image", "build", "-o", filepath.Join(dir, "img.tar"), "--binary", notStatic, "--ref", "a:b")
 	if err == nil || !strings.Contains(err.Error(), "not an ELF") {
 		t.Fatalf("got %v", err)
 	}

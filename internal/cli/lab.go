@@ -140,9 +140,9 @@ func labShowCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(l)
 			}
-			state := "up"
-			if !l.Complete {
-				state = "INCOMPLETE (an `up` was interrupted; run `cnibench lab down " + l.Name + "`)"
+			state := l.State()
+			if state == "incomplete" {
+				state = "INCOMPLETE (its `lab up` died mid-way; run `cnibench lab down " + l.Name + "`)"
 			}
 			fmt.Fprintf(w, "lab %s  id %s  preset %s  %s\ncreated %s", l.Name, l.ID, l.Preset, state, l.Created.Format(time.RFC3339))
 			if l.UpTime != "" {
@@ -237,11 +237,7 @@ func labListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tID\tPRESET\tPODS\tSTATE\tCREATED")
 			for _, l := range labs {
-				st := "up"
-				if !l.Complete {
-					st = "incomplete"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.ID, l.Preset, l.Pods, st, l.Created.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", l.Name, l.ID, l.Preset, l.Pods, l.State(), l.Created.Format(time.RFC3339))
 			}
 			tw.Flush()
 			return err

@@ -97,8 +97,13 @@ arms:
 		}
 	}
 	run, err := db.GetRun("last")
-	if err != nil || run.ID != id || !run.Complete {
+	if err != nil || run.ID != id || !run.Complete || !strings.HasPrefix(run.Name, "wire-") {
 		t.Fatalf("stored run: %+v, %v", run, err)
+	}
+	// The same experiment can be stored again in the same database.
+	id2, err := (StoreSink{DB: db}).Begin(e)
+	if err != nil || id2 == id {
+		t.Fatalf("second run of the same experiment: %d, %v", id2, err)
 	}
 	samples, err := db.Samples(id)
 	if err != nil {

@@ -420,46 +420,59 @@ func (b *builder) buildRouted(ctx context.Context) error {
 	if err := b.underlay(u, 0, 0); err != nil {
 		return err
 	}
-	for n := 1; n <= 2; n++ {
-		ns := b.lo.nodeNS[n-1]
-		h, err := b.handle(ns)
-		if err != nil {
-			return err
-		}
-		ul, err := h.LinkByName(u)
-		if err != nil {
-			return err
-		}
-		if err := h.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
-			return fmt.Errorf("node%d: underlay address: %w", n, err)
-		}
-		if err := nsSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
-			return fmt.Errorf("node%d: %w", n, err)
-		}
-		if err := b.nodeRoutes(h, n, ul); err != nil {
-			return fmt.Errorf("node%d: %w", n, err)
-		}
+	// Nodes and pods are independent from here on: configure them all at
+	// once (the kernel's RCU waits overlap instead of adding up).
+	tasks := []func() error{func() error { return b.routedNode(1, u) }, func() error { return b.routedNode(2, u) }}
+	for _, p := range b.lo.pods {
+		tasks = append(tasks, func() error { return b.routedPod(p) })
 	}
-	return each(ctx, b.lo.pods, func(p pod) error {
-		ns := b.lo.nodeNS[p.node-1]
-		if err := b.vethToPod(ns, p, 0, gatewayMAC); err != nil {
-			return err
-		}
-		h, err := b.handle(ns)
-		if err != nil {
-			return err
-		}
-		hl, err := h.LinkByName(p.hostIf)
-		if err != nil {
-			return err
-		}
-		// ip route add POD/32 dev hostIf scope link
-		r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
-		if err := h.RouteAdd(r); err != nil {
-			return fmt.Errorf("node%d: route to pod %s: %w", p.node, p.endpoint, err)
-		}
-		return b.podUp(p, true)
-	})
+	return each(ctx, tasks, func(f func() error) error { return f() })
+}
+
+// routedNode gives node n its underlay address, forwarding, tunnel and
+// route to the other node's pods.
+func (b *builder) routedNode(n int, u string) error {
+	ns := b.lo.nodeNS[n-1]
+	h, err := b.handle(ns)
+	if err != nil {
+		return err
+	}
+	ul, err := h.LinkByName(u)
+	if err != nil {
+		return err
+	}
+	if err := h.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
+		return fmt.Errorf("node%d: underlay address: %w", n, err)
+	}
+	if err := nsSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
+		return fmt.Errorf("node%d: %w", n, err)
+	}
+	if err := b.nodeRoutes(h, n, ul); err != nil {
+		return fmt.Errorf("node%d: %w", n, err)
+	}
+	return nil
+}
+
+// routedPod attaches pod p to its node by veth with a /32 route.
+func (b *builder) routedPod(p pod) error {
+	ns := b.lo.nodeNS[p.node-1]
+	if err := b.vethToPod(ns, p, 0, gatewayMAC); err != nil {
+		return err
+	}
+	h, err := b.handle(ns)
+	if err != nil {
+		return err
+	}
+	hl, err := h.LinkByName(p.hostIf)
+	if err != nil {
+		return err
+	}
+	// ip route add POD/32 dev hostIf scope link
+	r := &netlink.Route{LinkIndex: hl.Attrs().Index, Dst: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+	if err := h.RouteAdd(r); err != nil {
+		return fmt.Errorf("node%d: route to pod %s: %w", p.node, p.endpoint, err)
+	}
+	return b.podUp(p, true)
 }
 
 // nodeRoutes adds node n's tunnel (if any) and its route to the other

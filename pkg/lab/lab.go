@@ -106,6 +106,21 @@ func (l *Lab) EndpointNames() []string {
 	return out
 }
 
+// State is "up" for a finished lab, "building" while the process running
+// Up is alive, and "incomplete" when that process died mid-way (run
+// `cnibench lab down` or `lab clean`).
+func (l *Lab) State() string {
+	switch {
+	case l.Complete:
+		return "up"
+	case l.PID > 0 && l.PID != os.Getpid() && procAlive(l.PID):
+		return "building"
+	case l.PID == os.Getpid():
+		return "building"
+	}
+	return "incomplete"
+}
+
 func statePath(name string) string { return filepath.Join(StateDir, name+".json") }
 
 // save writes the state file atomically and durably: it is the journal that

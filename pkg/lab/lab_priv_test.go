@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -435,6 +436,9 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 	for _, when := range []string{"midway", "after"} {
 		t.Run(when, func(t *testing.T) {
 			name := "killed-" + runid.New()
+			// A different moment each run: after 1..100 of its 102 namespaces.
+			killAt := 1 + rand.IntN(100)
+			t.Logf("killing after %d namespaces", killAt)
 			cmd := exec.Command(bin, "lab", "up", topo, "--name", name, "-q")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
@@ -447,7 +451,7 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 				if l, err := Get(name); err == nil {
 					id = l.ID
 					if when == "midway" {
-						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= 10 {
+						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= killAt {
 							break
 						}
 					} else if l.Complete {
@@ -601,5 +605,57 @@ func TestLabsCoexist(t *testing.T) {
 		addr := net.JoinHostPort(srv.IP, fmt.Sprint(17450+i))
 		echoTCP(t, srv.Netns, addr)
 		roundTrip(t, c.Netns, addr, 4096)
+	}
+}
+
+// TestOVSSockBuf: OVS's packet sockets on the lab's ports get the asked
+// buffer size, and the host's socket defaults are back afterwards.
+func TestOVSSockBuf(t *testing.T) {
+	testns.NeedRoot(t)
+	needOVS(t)
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Skip("needs ss (iproute2) to read socket buffers")
+	}
+	before, _ := readSysctl("net/core/rmem_default")
+	s, _ := Preset("ovs-netdev")
+	if err := s.Set("ovs_sock_buf", "33554432"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+		assertClean(t, l.ID)
+	}()
+	if now, _ := readSysctl("net/core/rmem_default"); now != before {
+		t.Errorf("host rmem_default %s while the lab is up, want %s back", now, before)
+	}
+	if len(l.Sysctls) != 0 {
+		t.Errorf("journal still holds %v", l.Sysctls)
+	}
+	out, err := exec.Command("ss", "-0", "-m", "-n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each packet socket is two lines: the socket, then its skmem.
+	lines := strings.Split(string(out), "\n")
+	found := 0
+	for i, ln := range lines {
+		for _, port := range l.HostLinks {
+			if strings.Contains(ln, ":"+port+" ") && i+1 < len(lines) {
+				if !strings.Contains(lines[i+1]+ln, "rb33554432") {
+					t.Errorf("socket on %s: %s %s", port, ln, lines[i+1])
+				}
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("found %d OVS packet sockets on the lab's ports, want 2:\n%s", found, out)
 	}
 }

@@ -89,6 +89,19 @@ func run(ctx context.Context, ns string, env []string, argv ...string) (string, 
 	return out.String(), nil
 }
 
+// runDying runs a tool in the host namespace that receives SIGKILL if this
+// process dies first.
+func runDying(ctx context.Context, argv ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(argv[0]), strings.Join(argv[1:], " "), err, strings.Join(strings.Fields(out.String()), " "))
+	}
+	return out.String(), nil
+}
+
 func vsctl(ctx context.Context, args ...string) error {
 	_, err := run(ctx, "", nil, append([]string{"ovs-vsctl", "--timeout=10"}, args...)...)
 	return err
@@ -106,25 +119,40 @@ func (b *builder) ensureHostOVS(ctx context.Context) error {
 		return err
 	}
 	b.logf("starting Open vSwitch (ovsdb-server, ovs-vswitchd)")
-	if _, err := run(ctx, "", nil, ovsCtl, "--no-monitor", "--system-id=random", "start"); err != nil {
+	// ovs-ctl dies with us (Pdeathsig), so a killed `lab up` cannot go on
+	// starting daemons after `lab clean` has run.
+	if _, err := runDying(ctx, ovsCtl, "--no-monitor", "--system-id=random", "start"); err != nil {
 		return fmt.Errorf("start open vswitch: %w", err)
 	}
 	return nil
 }
 
+// stopHostOVS stops the host's Open vSwitch daemons that run, unless a
+// bridge is still configured (another lab's, or the user's). It copes with
+// a half-started OVS (ovsdb-server without ovs-vswitchd) left by a kill.
 func stopHostOVS(ctx context.Context) error {
-	if !hostOVSRunning() {
+	dbUp := pidAlive(filepath.Join(ovsRunDir, "ovsdb-server.pid"))
+	swUp := pidAlive(filepath.Join(ovsRunDir, "ovs-vswitchd.pid"))
+	if !dbUp && !swUp {
 		return nil
 	}
-	out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "list-br")
-	if err == nil && strings.TrimSpace(out) != "" {
-		return nil // another lab (or the user) still has bridges: leave it running
+	if dbUp {
+		out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "--no-wait", "list-br")
+		if err == nil && strings.TrimSpace(out) != "" {
+			return nil // still in use: leave it running
+		}
 	}
 	// ovs-appctl exit, as ovs-ctl stop does, without ovs-ctl's fixed waits.
 	var errs []error
-	for _, d := range []string{"ovs-vswitchd", "ovsdb-server"} {
-		pidfile := filepath.Join(ovsRunDir, d+".pid")
-		if _, err := run(ctx, "", nil, "ovs-appctl", "--timeout=5", "-t", d, "exit"); err != nil {
+	for _, d := range []struct {
+		name string
+		up   bool
+	}{{"ovs-vswitchd", swUp}, {"ovsdb-server", dbUp}} {
+		if !d.up {
+			continue
+		}
+		pidfile := filepath.Join(ovsRunDir, d.name+".pid")
+		if _, err := run(ctx, "", nil, "ovs-appctl", "--timeout=5", "-t", d.name, "exit"); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -138,6 +166,25 @@ func stopHostOVS(ctx context.Context) error {
 // buildOVSNetdev is the Open vSwitch userspace UDP tuning document's setup:
 // two namespaces on one datapath_type=netdev bridge.
 func (b *builder) buildOVSNetdev(ctx context.Context) error {
+	if b.s.OVSSockBuf > 0 {
+		// OVS 3.1 has no userspace-sock-buf-size: its packet sockets take
+		// the host's rmem_default/wmem_default when a port is added (and
+		// the shared send socket when ovs-vswitchd starts). Raise the
+		// defaults only for that window, journaled, then put them back.
+		n := len(b.l.Sysctls)
+		v := strconv.FormatInt(b.s.OVSSockBuf, 10)
+		for _, k := range []string{"net/core/rmem_default", "net/core/wmem_default"} {
+			if err := b.hostSysctl(k, v); err != nil {
+				return err
+			}
+		}
+		defer func() {
+			if err := restoreSysctls(b.l.Sysctls[n:]); err == nil {
+				b.l.Sysctls = b.l.Sysctls[:n]
+				_ = b.l.save()
+			}
+		}()
+	}
 	if err := b.ensureHostOVS(ctx); err != nil {
 		return err
 	}
@@ -234,10 +281,35 @@ func stopPrivOVS(dir string) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// A daemon that had not written its pid file yet (a killed `up`) is
+	// found by its command line, which names its private run directory.
+	for _, pid := range pidsMentioning(dir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// pidsMentioning lists live processes whose command line contains s.
+func pidsMentioning(s string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) && procAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // buildOVSNetdevGeneve: per node, a private OVS with an integration bridge

@@ -66,6 +66,10 @@ type Spec struct {
 	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
 	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
 	WmemMax     int64        `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
+	// OVSSockBuf is the buffer size of Open vSwitch's packet sockets on the
+	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
+	// sets on OVS builds that have it.
+	OVSSockBuf int64 `json:"ovs_sock_buf,omitempty"`
 
 	// set records the knobs given by the user, for Knobs().
 	set map[string]string
@@ -93,6 +97,7 @@ var knobHelp = map[string]string{
 	"services":      "an integer 0..10000 (service VIPs as nftables DNAT rules)",
 	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"wmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
+	"ovs_sock_buf":  "a byte count 212992..1073741823 (ovs-netdev only)",
 	"nodes":         "1 or 2 (bridge only)",
 	"pods_per_node": "an integer 1..200 (bridge, macvlan, native, vxlan, geneve, ipip)",
 }
@@ -206,6 +211,15 @@ func (s *Spec) Set(key, value string) error {
 		} else {
 			s.WmemMax = n
 		}
+	case "ovs_sock_buf":
+		n, err := atoi(212992, 1073741823)
+		if err != nil {
+			return err
+		}
+		if s.Topology != TopoOVSNetdev {
+			return fmt.Errorf("knob ovs_sock_buf: only the ovs-netdev topology takes it (topology is %s)", s.Topology)
+		}
+		s.OVSSockBuf = n
 	case "nodes":
 		n, err := atoi(1, 2)
 		if err != nil {

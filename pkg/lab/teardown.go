@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/cnibench/cnibench/pkg/lab/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -62,8 +63,10 @@ func delHostLink(name string) error {
 		return fmt.Errorf("find link %s: %w", name, err)
 	}
 	if err := netlink.LinkDel(lk); err != nil {
+		// Gone in between: deleting a pod's namespace takes its veth
+		// peer with it, asynchronously.
 		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
+		if errors.As(err, &nf) || errors.Is(err, syscall.ENODEV) {
 			return nil
 		}
 		return fmt.Errorf("delete link %s: %w", name, err)

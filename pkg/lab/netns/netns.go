@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	vns "github.com/vishvananda/netns"
@@ -72,7 +73,13 @@ func Delete(name string) error {
 	if !Exists(name) {
 		return nil
 	}
-	if err := vns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+	err := vns.DeleteNamed(name)
+	if errors.Is(err, syscall.EINVAL) {
+		// Not a mount point: a Create killed between making the file and
+		// bind-mounting the namespace on it. Only the file is left.
+		err = os.Remove(Path(name))
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete netns %q: %w", name, err)
 	}
 	return nil

@@ -71,3 +71,25 @@ func TestCreateDoDelete(t *testing.T) {
 		t.Fatalf("second Delete: %v", err)
 	}
 }
+
+// TestDeleteHalfCreated: a Create killed before its bind mount leaves only
+// the file under /run/netns; Delete must still remove it.
+func TestDeleteHalfCreated(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write /run/netns")
+	}
+	name := "cnb-" + runid.New() + "-half"
+	if err := os.MkdirAll(Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(Path(name), nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(Path(name)) })
+	if err := Delete(name); err != nil {
+		t.Fatal(err)
+	}
+	if Exists(name) {
+		t.Fatal("file still there")
+	}
+}
