@@ -252,7 +252,8 @@ func brief(rs []*result.Result) string {
 // measure runs one client pod to completion and reads its results.
 func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step, target string) Sample {
 	s := Sample{Step: st, Target: target}
-	pod := ClientPod(po, st.Placement, st.Repeat, target, o.Client, int64(o.MeasureTimeout.Seconds()))
+	// The API rejects a deadline of 0; a sub-second budget still gets one.
+	pod := ClientPod(po, st.Placement, st.Repeat, target, o.Client, max(1, int64(o.MeasureTimeout.Seconds())))
 	s.Pod = pod.Name
 	cs := r.Client
 	if _, err := cs.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
