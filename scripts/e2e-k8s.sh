@@ -93,6 +93,26 @@ else
   fail "cnibench report is not in this binary"
 fi
 
+step "node choice: --client-node/--server-node are honoured"
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node --client-node k8slab-n2 --server-node k8slab-n1 \
+  --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms --json >"$TMP/swap.json" 2>"$TMP/swap.log" \
+  || fail "run with chosen nodes: $(tail -1 "$TMP/swap.log")"
+jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8slab-n1"' "$TMP/swap.json" >/dev/null \
+  || fail "chosen nodes not used: $(jq -c '.plan.placements' "$TMP/swap.json")"
+jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/swap.json" >/dev/null || fail "chosen-node run gave no result"
+
+step "one schedulable node: two-node scenarios are skipped with the reason"
+kubectl cordon k8slab-n2 >/dev/null
+"$BIN" k8s run --image-pull-policy Never --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms \
+  --json >"$TMP/one.json" 2>"$TMP/one.log" || { kubectl uncordon k8slab-n2 >/dev/null; fail "one-node run: $(tail -1 "$TMP/one.log")"; }
+kubectl uncordon k8slab-n2 >/dev/null
+for s in pod-cross-node host-network; do
+  jq -e --arg s $s '.plan.placements[] | select(.scenario==$s) | .skip | test("needs two schedulable nodes")' "$TMP/one.json" >/dev/null \
+    || fail "$s not skipped with a reason on one node"
+done
+[ "$(jq '[.samples[].scenario] | unique | length' "$TMP/one.json")" = 2 ] || fail "one-node run should measure pod-same-node and service"
+grep -q "pod-cross-node: skipped: needs two schedulable nodes" "$TMP/one.log" || fail "skip not reported on stderr"
+
 step "error path: missing image is reported in one line and leaves nothing"
 if "$BIN" k8s run --image-pull-policy Never --image localhost/cnibench:does-not-exist --scenarios pod-same-node \
      --test tcp_lat --msg-size 64 --duration 1s --ready-timeout 60s >/dev/null 2>"$TMP/err.log"; then
