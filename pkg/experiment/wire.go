@@ -82,12 +82,6 @@ func (Drivers) Measure(ctx context.Context, req MeasureRequest) (*result.Result,
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Supports(req.Spec.Test); err != nil {
-		return nil, err
-	}
-	if err := d.Installed(); err != nil {
-		return nil, err
-	}
 	if !req.StartServer {
 		return driver.MeasureClient(ctx, d, req.Spec, req.ClientNetns)
 	}
