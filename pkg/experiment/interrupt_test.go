@@ -20,7 +20,7 @@ import (
 // the run is marked incomplete, and no lab is left on the host.
 func TestRunInterruptedBySIGINT(t *testing.T) {
 	testns.NeedRoot(t)
-	bin := cnibenchBinary(t)
+	bin := testns.Binary(t)
 	dir := t.TempDir()
 	exp := filepath.Join(dir, "long.yaml")
 	if err := os.WriteFile(exp, []byte(`

@@ -2,8 +2,6 @@ package experiment
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,25 +29,12 @@ func (r *recordingLabs) Up(ctx context.Context, topo, dir string, knobs map[stri
 	return l, err
 }
 
-func cnibenchBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "cnibench")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build cnibench: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // The whole chain for real: labs built with netlink, the built-in engine's
 // server and client started in the endpoints' namespaces, every sample
 // stored in SQLite, every lab removed.
 func TestExecuteRealLabsAndEngine(t *testing.T) {
 	testns.NeedRoot(t)
-	builtin.Binary = cnibenchBinary(t)
+	builtin.Binary = testns.Binary(t)
 	defer func() { builtin.Binary = "" }()
 
 	e, err := Parse([]byte(`
