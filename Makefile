@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s clean
 
 all: build
 
@@ -30,6 +30,10 @@ test-unit:
 run: deps build
 	./$(BIN) run experiments/default.yaml
 
+# Issue 4's target: a report over 100 stored runs renders in ≤ 2 s.
+bench-report:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/report
+
 clean:
 	rm -rf bin
 
@@ -41,3 +45,8 @@ bench-lab: build
 # The engine against sockperf, qperf and iperf3 on one veth pair, same run.
 bench-engine: deps build
 	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-engine.sh
+
+# Kubernetes end-to-end tier: a real 2-node cluster (k8slab) on this host,
+# all four k8s scenarios, store + report, error/Ctrl-C cleanup, audit, clean.
+e2e-k8s: deps build
+	./scripts/e2e-k8s.sh

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,19 +14,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
-
-func cnibenchBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "cnibench")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // runBin runs the binary and returns combined output and exit code.
 func runBin(t *testing.T, bin string, args ...string) (string, int) {
@@ -68,7 +53,7 @@ func TestLabUsageErrors(t *testing.T) {
 
 func TestLabCommands(t *testing.T) {
 	testns.NeedRoot(t)
-	bin := cnibenchBin(t)
+	bin := testns.Binary(t)
 	name := "cli-" + runid.New()
 	out, code := runBin(t, bin, "lab", "up", "veth", "--name", name, "--set", "mtu=1400")
 	if code != 0 || !strings.Contains(out, "lab "+name+" up (veth, 2 pods) in ") {

@@ -60,6 +60,43 @@ func getRun(db *store.DB, ref string) (*store.Run, []store.Sample, error) {
 	return r, ss, nil
 }
 
+// runSource resolves run references, each either REF (id, name or "last")
+// in the --db database, or FILE:REF in another results database — so runs
+// taken on different hosts, each with its own database, can be reported
+// side by side or compared without merging the files.
+type runSource struct {
+	defaultPath string
+	dbs         map[string]*store.DB
+}
+
+func newRunSource(defaultPath string) *runSource {
+	return &runSource{defaultPath: defaultPath, dbs: map[string]*store.DB{}}
+}
+
+func (s *runSource) get(ref string) (*store.Run, []store.Sample, error) {
+	path := s.defaultPath
+	if i := strings.LastIndex(ref, ":"); i > 0 {
+		if st, err := os.Stat(ref[:i]); err == nil && !st.IsDir() {
+			path, ref = ref[:i], ref[i+1:]
+		}
+	}
+	db, ok := s.dbs[path]
+	if !ok {
+		var err error
+		if db, err = openExistingDB(path); err != nil {
+			return nil, nil, err
+		}
+		s.dbs[path] = db
+	}
+	return getRun(db, ref)
+}
+
+func (s *runSource) Close() {
+	for _, db := range s.dbs {
+		db.Close()
+	}
+}
+
 func argsAtLeast(n int, what string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) < n {
@@ -193,23 +230,22 @@ func newReportCmd() *cobra.Command {
 		Long: `Render one run (by id, name or "last") in the shape of the source documents:
 arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
 baseline arm. Several runs are put side by side with their host fingerprints
-(kernel, distro, CPU), e.g. the same experiment on different distros.`,
+(kernel, distro, CPU), e.g. the same experiment on different distros.
+A run is REF (id, name or "last") in --db, or FILE:REF in another results database.`,
 		Example: `  cnibench report last
   cnibench report 12 --format html -o report.html
-  cnibench report ubuntu20-run opensuse15-run --format markdown`,
+  cnibench report ubuntu20-run opensuse15-run --format markdown
+  cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases`,
 		Args: argsAtLeast(1, "run to report on"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !validFormat(format) {
 				return UsageError{fmt.Errorf("unknown --format %q; use one of %s", format, strings.Join(report.Formats, ", "))}
 			}
-			db, err := openExistingDB(dbPath)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
+			src := newRunSource(dbPath)
+			defer src.Close()
 			var in []report.Input
 			for _, ref := range args {
-				r, ss, err := getRun(db, ref)
+				r, ss, err := src.get(ref)
 				if err != nil {
 					return err
 				}
@@ -227,13 +263,14 @@ baseline arm. Several runs are put side by side with their host fingerprints
 }
 
 func newCompareCmd() *cobra.Command {
-	var dbPath, outPath string
+	var dbPath, outPath, format string
 	cmd := &cobra.Command{
 		Use:   "compare <run-a> <run-b>",
 		Short: "Compare two runs cell by cell with a significance test",
 		Long: `For every arm, test and message size measured in both runs, print both medians,
 the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
-a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherwise.`,
+a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherwise.
+A run is REF (id, name or "last") in --db, or FILE:REF in another results database.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return UsageError{fmt.Errorf("compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`", len(args))}
@@ -241,32 +278,35 @@ a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherw
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openExistingDB(dbPath)
+			if !contains(report.CompareFormats, format) {
+				return UsageError{fmt.Errorf("unknown --format %q for compare; use one of %s", format, strings.Join(report.CompareFormats, ", "))}
+			}
+			src := newRunSource(dbPath)
+			defer src.Close()
+			ra, sa, err := src.get(args[0])
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			ra, sa, err := getRun(db, args[0])
-			if err != nil {
-				return err
-			}
-			rb, sb, err := getRun(db, args[1])
+			rb, sb, err := src.get(args[1])
 			if err != nil {
 				return err
 			}
 			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
-				return report.Compare(w, ra, sa, rb, sb)
+				return report.CompareFormat(w, format, ra, sa, rb, sb)
 			})
 		},
 	}
 	addDBFlag(cmd, &dbPath)
+	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.CompareFormats, "|"))
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	return cmd
 }
 
-func validFormat(f string) bool {
-	for _, x := range report.Formats {
-		if f == x {
+func validFormat(f string) bool { return contains(report.Formats, f) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if s == x {
 			return true
 		}
 	}

@@ -157,4 +157,30 @@ func TestCompareCommand(t *testing.T) {
 	if !strings.Contains(host, "no significant difference") {
 		t.Errorf("host row %q", host)
 	}
+	out, err = run(t, "compare", "first", "second", "--db", db, "--format", "json")
+	if err != nil || !strings.Contains(out, `"schema": "cnibench.compare/v1"`) {
+		t.Errorf("compare --format json: %v", err)
+	}
+	if _, err := run(t, "compare", "first", "second", "--db", db, "--format", "csv"); err == nil || ExitCode(err) != 2 {
+		t.Errorf("compare --format csv: %v", err)
+	}
+}
+
+// Runs from two hosts live in two databases; FILE:REF names them.
+func TestRunsFromTwoDatabases(t *testing.T) {
+	a, b := seedDB(t), seedDB(t)
+	out, err := run(t, "report", a+":first", b+":last", "--db", filepath.Join(t.TempDir(), "unused.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "1 first") || !strings.Contains(out, "2 second") {
+		t.Errorf("side by side:\n%s", out)
+	}
+	if _, err := run(t, "compare", a+":first", b+":first"); err != nil {
+		t.Errorf("compare across databases: %v", err)
+	}
+	_, err = run(t, "report", a+":nosuch")
+	if err == nil || !strings.Contains(err.Error(), `unknown run "nosuch" in `+a) {
+		t.Errorf("unknown run in a named database: %v", err)
+	}
 }

@@ -46,19 +46,9 @@ var (
 // the interval both sides were busy.
 func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string) (*result.Result, error) {
 	name := d.Name()
-	if err := d.Supports(spec.Test); err != nil {
+	spec, err := prepare(d, spec)
+	if err != nil {
 		return nil, err
-	}
-	if err := d.Installed(); err != nil {
-		return nil, err
-	}
-	if spec.Port == 0 {
-		if p, ok := d.(DefaultPorter); ok {
-			spec.Port = p.DefaultPort()
-		}
-	}
-	if spec.Port == 0 {
-		return nil, fmt.Errorf("%s: no port given and the driver has no default port", name)
 	}
 	srvArgv, err := d.ServerCommand(spec)
 	if err != nil {
@@ -450,4 +440,23 @@ func tailLine(texts ...string) string {
 		return "(no output on stderr)"
 	}
 	return strings.Join(parts, " | ")
+}
+
+// prepare checks that d can run spec here and fills the tool's default port.
+func prepare(d Driver, spec Spec) (Spec, error) {
+	if err := d.Supports(spec.Test); err != nil {
+		return spec, err
+	}
+	if err := d.Installed(); err != nil {
+		return spec, err
+	}
+	if spec.Port == 0 {
+		if p, ok := d.(DefaultPorter); ok {
+			spec.Port = p.DefaultPort()
+		}
+	}
+	if spec.Port == 0 {
+		return spec, fmt.Errorf("%s: no port given and the driver has no default port", d.Name())
+	}
+	return spec, nil
 }

@@ -14,16 +14,9 @@ import (
 // server side's CPU is the server's to report, or missing.
 func MeasureClient(ctx context.Context, d Driver, spec Spec, clientNS string) (*result.Result, error) {
 	name := d.Name()
-	if err := d.Supports(spec.Test); err != nil {
+	spec, err := prepare(d, spec)
+	if err != nil {
 		return nil, err
-	}
-	if err := d.Installed(); err != nil {
-		return nil, err
-	}
-	if spec.Port == 0 {
-		if p, ok := d.(DefaultPorter); ok {
-			spec.Port = p.DefaultPort()
-		}
 	}
 	argv, err := d.ClientCommand(spec)
 	if err != nil {

@@ -110,7 +110,8 @@ type fakeLab struct {
 	downs *[]string
 }
 
-func (l *fakeLab) Name() string { return l.name }
+func (l *fakeLab) Name() string      { return l.name }
+func (l *fakeLab) ChangesHost() bool { return strings.Contains(l.name, "rmem") }
 func (l *fakeLab) Endpoint(n string) (string, string, error) {
 	if n == "nope" {
 		return "", "", errors.New("no endpoint nope")
@@ -140,8 +141,12 @@ func (f *fakeLabs) Up(_ context.Context, topo, _ string, knobs map[string]string
 	if err := f.fail[topo]; err != nil {
 		return nil, err
 	}
-	f.ups = append(f.ups, topo)
-	return &fakeLab{name: topo, mu: &f.mu, downs: &f.downs}, nil
+	name := topo
+	if knobs["rmem_max"] != "" {
+		name += "+rmem"
+	}
+	f.ups = append(f.ups, name)
+	return &fakeLab{name: name, mu: &f.mu, downs: &f.downs}, nil
 }
 
 type fakeMeasurer struct {
@@ -251,5 +256,41 @@ func TestExecuteInterruptedStoresFinishedAndCleansUp(t *testing.T) {
 	}
 	if len(labs.downs) != 2 {
 		t.Fatalf("labs not torn down after interrupt: %v", labs.downs)
+	}
+}
+
+// A lab that changes host settings must never be up while another arm is
+// measured: it is built around each of its own steps only.
+func TestExecuteHostChangingLabIsExclusive(t *testing.T) {
+	e, err := Parse([]byte(`
+name: x
+tests: [udp_bw]
+repeats: 2
+arms:
+  - name: a
+    topology: ovs
+  - name: b
+    topology: ovs
+    knobs: {rmem_max: "1000"}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	labs := &fakeLabs{}
+	sink := &memSink{}
+	if _, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink}); err != nil {
+		t.Fatal(err)
+	}
+	// ups: a's lab, b's probe, then b around each of its 2 steps.
+	if got := strings.Join(labs.ups, ","); got != "ovs,ovs+rmem,ovs+rmem,ovs+rmem" {
+		t.Fatalf("ups = %s", got)
+	}
+	if got := strings.Join(labs.downs, ","); got != "ovs+rmem,ovs+rmem,ovs+rmem,ovs" {
+		t.Fatalf("downs = %s (each exclusive build torn down right after its step)", got)
+	}
+	for _, s := range sink.samples {
+		if s.Error != "" {
+			t.Fatalf("sample failed: %+v", s)
+		}
 	}
 }

@@ -25,6 +25,10 @@ type LabInstance interface {
 	// Down removes the lab; it must work with a fresh context after the run's
 	// context was cancelled.
 	Down(ctx context.Context) error
+	// ChangesHost reports whether the lab changed host-wide settings while it
+	// is up (e.g. net.core.rmem_max, which is not per-namespace on some
+	// kernels). Such a lab would skew every other arm measured meanwhile.
+	ChangesHost() bool
 }
 
 // MeasureRequest is one measurement: which engine, what, and where.
@@ -92,6 +96,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 
 	labs := map[string]LabInstance{}
 	labErr := map[string]error{}
+	exclusive := map[string]bool{}
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.Background(), o.TeardownTimeout)
 		defer cancel()
@@ -127,8 +132,18 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 			prog.logf("arm %s: lab %s: %v", a.Name, a.Topology, uerr)
 			continue
 		}
-		labs[key] = l
 		prog.logf("lab %s up (%s) in %v", l.Name(), key, time.Since(start).Round(time.Millisecond))
+		if l.ChangesHost() {
+			// Built once to check it works; from now on it is up only
+			// during its own steps (see measure).
+			exclusive[key] = true
+			if derr := l.Down(ctx); derr != nil {
+				labErr[key] = fmt.Errorf("teardown after probe: %w", derr)
+			}
+			prog.logf("lab %s changes host settings: it will be built for each of its steps only", l.Name())
+			continue
+		}
+		labs[key] = l
 	}
 
 	steps := e.Plan()
@@ -141,7 +156,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 		}
 		a := &e.Arms[st.Arm]
 		s := Sample{Step: st, Arm: a}
-		res, merr := e.measure(ctx, o.Measurer, a, st, labs, labErr)
+		res, merr := e.measure(ctx, o, a, st, labs, labErr, exclusive)
 		if merr != nil {
 			if ctx.Err() != nil {
 				break // an interrupted step is not a result
@@ -181,7 +196,7 @@ func (e *Experiment) stepTime() time.Duration {
 	return time.Duration(e.Duration) + time.Duration(e.Warmup) + 200*time.Millisecond
 }
 
-func (e *Experiment) measure(ctx context.Context, m Measurer, a *Arm, st Step, labs map[string]LabInstance, labErr map[string]error) (*result.Result, error) {
+func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, labs map[string]LabInstance, labErr map[string]error, exclusive map[string]bool) (_ *result.Result, err error) {
 	spec := driver.Spec{
 		Test:     st.Test,
 		MsgSize:  st.MsgSize,
@@ -200,6 +215,18 @@ func (e *Experiment) measure(ctx context.Context, m Measurer, a *Arm, st Step, l
 			return nil, fmt.Errorf("lab %s: %w", a.Topology, lerr)
 		}
 		l := labs[key]
+		if exclusive[key] {
+			if l, err = o.Labs.Up(ctx, a.Topology, e.Dir, a.Knobs); err != nil {
+				return nil, fmt.Errorf("lab %s: %w", a.Topology, err)
+			}
+			defer func() {
+				tctx, cancel := context.WithTimeout(context.Background(), o.TeardownTimeout)
+				defer cancel()
+				if derr := l.Down(tctx); derr != nil && err == nil {
+					err = fmt.Errorf("teardown lab %s: %w; run `cnibench lab clean`", l.Name(), derr)
+				}
+			}()
+		}
 		if l == nil {
 			return nil, fmt.Errorf("lab %s was not built", a.Topology)
 		}
@@ -214,5 +241,5 @@ func (e *Experiment) measure(ctx context.Context, m Measurer, a *Arm, st Step, l
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
 	}
 	req.Spec = spec
-	return m.Measure(ctx, req)
+	return o.Measurer.Measure(ctx, req)
 }

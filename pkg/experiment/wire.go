@@ -12,6 +12,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -70,6 +71,8 @@ func (i labInstance) Endpoint(name string) (string, string, error) {
 
 func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
 
+func (i labInstance) ChangesHost() bool { return len(i.l.Sysctls) > 0 }
+
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}
 
@@ -77,12 +80,6 @@ type Drivers struct{}
 func (Drivers) Measure(ctx context.Context, req MeasureRequest) (*result.Result, error) {
 	d, err := driver.Lookup(req.Engine)
 	if err != nil {
-		return nil, err
-	}
-	if err := d.Supports(req.Spec.Test); err != nil {
-		return nil, err
-	}
-	if err := d.Installed(); err != nil {
 		return nil, err
 	}
 	if !req.StartServer {
@@ -104,12 +101,15 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 	if kind == "" {
 		kind = "lab"
 	}
+	started := time.Now().UTC()
 	run := &store.Run{
-		Name:       e.Name,
+		// Run names are unique in the store; the experiment's name plus the
+		// start time lets the same experiment run again and again.
+		Name:       e.Name + "-" + started.Format("20060102T150405Z"),
 		Kind:       kind,
 		Experiment: e.Text,
 		Baseline:   e.Baseline,
-		Started:    time.Now().UTC(),
+		Started:    started,
 		Host:       s.Host,
 		Labels:     map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
 	}
@@ -122,7 +122,13 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 		}
 		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Description: a.Description, Topology: topo, Engine: a.Engine, Knobs: a.Knobs})
 	}
-	return s.DB.CreateRun(run)
+	id, err := s.DB.CreateRun(run)
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		// Two runs of one experiment started within the same second.
+		run.Name += "-" + runid.New()
+		id, err = s.DB.CreateRun(run)
+	}
+	return id, err
 }
 
 // Sample stores one step.

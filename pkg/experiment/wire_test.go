@@ -2,8 +2,6 @@ package experiment
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,25 +29,12 @@ func (r *recordingLabs) Up(ctx context.Context, topo, dir string, knobs map[stri
 	return l, err
 }
 
-func cnibenchBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "cnibench")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build cnibench: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // The whole chain for real: labs built with netlink, the built-in engine's
 // server and client started in the endpoints' namespaces, every sample
 // stored in SQLite, every lab removed.
 func TestExecuteRealLabsAndEngine(t *testing.T) {
 	testns.NeedRoot(t)
-	builtin.Binary = cnibenchBinary(t)
+	builtin.Binary = testns.Binary(t)
 	defer func() { builtin.Binary = "" }()
 
 	e, err := Parse([]byte(`
@@ -97,8 +82,13 @@ arms:
 		}
 	}
 	run, err := db.GetRun("last")
-	if err != nil || run.ID != id || !run.Complete {
+	if err != nil || run.ID != id || !run.Complete || !strings.HasPrefix(run.Name, "wire-") {
 		t.Fatalf("stored run: %+v, %v", run, err)
+	}
+	// The same experiment can be stored again in the same database.
+	id2, err := (StoreSink{DB: db}).Begin(e)
+	if err != nil || id2 == id {
+		t.Fatalf("second run of the same experiment: %d, %v", id2, err)
 	}
 	samples, err := db.Samples(id)
 	if err != nil {

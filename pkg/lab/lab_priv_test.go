@@ -428,7 +428,7 @@ func TestBuildFailureUndoes(t *testing.T) {
 // finished) and checks `cnibench lab clean --id` removes everything.
 func TestCleanAfterSIGKILL(t *testing.T) {
 	testns.NeedRoot(t)
-	bin := cnibenchBin(t)
+	bin := testns.Binary(t)
 	topo := filepath.Join(t.TempDir(), "big.yaml")
 	if err := os.WriteFile(topo, []byte("topology: bridge\nnodes: 2\npods_per_node: 50\nknobs:\n  conntrack: on\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -483,26 +483,12 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 	}
 }
 
-// cnibenchBin is $CNIBENCH_BIN (make test sets it) or a fresh go build.
-func cnibenchBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("CNIBENCH_BIN"); b != "" {
-		return b
-	}
-	bin := filepath.Join(t.TempDir(), "cnibench")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestPresetsEngineTraffic runs the real engine (cnibench server/client,
 // started inside the endpoints' namespaces) across every preset that this
 // kernel supports: tcp_lat and udp_lat, client to server and node to node.
 func TestPresetsEngineTraffic(t *testing.T) {
 	testns.NeedRoot(t)
-	bin := cnibenchBin(t)
+	bin := testns.Binary(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
 			if strings.HasPrefix(p, "ovs") {

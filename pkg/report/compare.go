@@ -1,10 +1,12 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -61,15 +63,38 @@ func Comparison(runA *store.Run, samplesA []store.Sample, runB *store.Run, sampl
 
 // Compare writes, for every arm, test and message size measured in both
 // runs, both medians, the change in percent, the Mann–Whitney p-value and
-// a verdict of B against A.
+// a verdict of B against A, as a terminal table.
 func Compare(w io.Writer, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
+	return CompareFormat(w, FormatTable, runA, samplesA, runB, samplesB)
+}
+
+// CompareFormats are the formats CompareFormat writes.
+var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
+
+// CompareFormat is Compare in format table, markdown or json.
+func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
+	switch format {
+	case FormatTable, FormatMarkdown, FormatJSON:
+	default:
+		return fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
+	}
 	rows, mA, mB := Comparison(runA, samplesA, runB, samplesB)
 	if len(rows) == 0 {
 		return fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}
+	warn := compareWarnings(mA, mB)
+	if format == FormatJSON {
+		return writeCompareJSON(w, rows, mA, mB, warn)
+	}
+	md := format == FormatMarkdown
 	var b strings.Builder
-	fmt.Fprintf(&b, "A: %s\n   %s\n", runLine(runA), fingerprintLine(runA.Host))
-	fmt.Fprintf(&b, "B: %s\n   %s\n\n", runLine(runB), fingerprintLine(runB.Host))
+	if md {
+		fmt.Fprintf(&b, "- **A**: %s  \n  %s\n", mdEscape(runLine(runA)), mdEscape(fingerprintLine(runA.Host)))
+		fmt.Fprintf(&b, "- **B**: %s  \n  %s\n\n", mdEscape(runLine(runB)), mdEscape(fingerprintLine(runB.Host)))
+	} else {
+		fmt.Fprintf(&b, "A: %s\n   %s\n", runLine(runA), fingerprintLine(runA.Host))
+		fmt.Fprintf(&b, "B: %s\n   %s\n\n", runLine(runB), fingerprintLine(runB.Host))
+	}
 	g := grid{Header: []string{"arm", "test", "size", "metric", "A median ±CI", "B median ±CI", "Δ (%)", "p", "verdict (B vs A)"},
 		Right: []bool{false, false, true, false, true, true, true, true, false}}
 	var n notes
@@ -88,19 +113,49 @@ func Compare(w io.Writer, runA *store.Run, samplesA []store.Sample, runB *store.
 	}
 	// Compare shows raw metric units (no Gb/s scaling per column): both
 	// runs' values sit in one column.
+	legendLine := fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g, on the repeats of each cell; Δ = (median B − median A) / median A.", stats.Alpha)
+	if md {
+		mdTable(&b, g)
+		fmt.Fprintf(&b, "\n%s\n", legendLine)
+		if len(warn) > 0 {
+			b.WriteString("\n**Warnings**\n\n")
+			for _, s := range warn {
+				fmt.Fprintf(&b, "- ⚠ %s\n", mdEscape(s))
+			}
+		}
+		if len(n.list) > 0 {
+			b.WriteString("\n")
+			for i, t := range n.list {
+				fmt.Fprintf(&b, "[^%d]: %s\n", i+1, mdEscape(t))
+			}
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	b.WriteString(textTable(g, func(c gcell) string {
 		if c.Note > 0 {
 			return fmt.Sprintf("%s [%d]", c.Text, c.Note)
 		}
 		return c.Text
 	}))
-	fmt.Fprintf(&b, "Mann–Whitney U, two-sided, α=%.2g, on the repeats of each cell; Δ = (median B − median A) / median A.\n", stats.Alpha)
+	fmt.Fprintln(&b, legendLine)
 	if len(n.list) > 0 {
 		fmt.Fprintln(&b, "\nNotes:")
 		for i, t := range n.list {
 			fmt.Fprintln(&b, wrap(fmt.Sprintf("  [%d] %s", i+1, t), 100, "      "))
 		}
 	}
+	if len(warn) > 0 {
+		fmt.Fprintln(&b, "\nWarnings:")
+		for _, s := range warn {
+			fmt.Fprintln(&b, wrap("  ! "+s, 100, "    "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func compareWarnings(mA, mB *Model) []string {
 	var warn []string
 	for _, x := range []struct {
 		tag string
@@ -113,14 +168,7 @@ func Compare(w io.Writer, runA *store.Run, samplesA []store.Sample, runB *store.
 	if fa, fb := mA.Run.Host, mB.Run.Host; fa.Kernel != fb.Kernel || fa.CPUModel != fb.CPUModel || fa.Hostname != fb.Hostname {
 		warn = append(warn, "the runs were taken on different hosts or kernels: a difference may be the environment, not the datapath")
 	}
-	if len(warn) > 0 {
-		fmt.Fprintln(&b, "\nWarnings:")
-		for _, s := range warn {
-			fmt.Fprintln(&b, wrap("  ! "+s, 100, "    "))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return warn
 }
 
 func cmpValue(c *Cell, col Column) gcell {
@@ -137,4 +185,82 @@ func cmpValue(c *Cell, col Column) gcell {
 		s += " [" + strings.Join(c.Flags, ", ") + "]"
 	}
 	return gcell{Text: s}
+}
+
+// CompareSchema names the JSON document of CompareFormat(…, "json", …).
+const CompareSchema = "cnibench.compare/v1"
+
+// JSONComparison is the JSON form of a comparison; verdicts are B against A.
+type JSONComparison struct {
+	Schema   string           `json:"schema"`
+	A        JSONCompareRun   `json:"a"`
+	B        JSONCompareRun   `json:"b"`
+	Rows     []JSONCompareRow `json:"rows"`
+	Warnings []string         `json:"warnings"`
+}
+
+// JSONCompareRun identifies one side of a comparison.
+type JSONCompareRun struct {
+	ID       int64              `json:"id"`
+	Name     string             `json:"name"`
+	Complete bool               `json:"complete"`
+	Host     result.Fingerprint `json:"host"`
+}
+
+// JSONCompareSide is one run's statistics of a compared cell.
+type JSONCompareSide struct {
+	N        int      `json:"n"`
+	Median   *float64 `json:"median"`
+	MedianCI JSONCI   `json:"median_ci"`
+	CV       *float64 `json:"cv"`
+	Flags    []string `json:"flags"`
+}
+
+// JSONCompareRow is one arm × test × size × metric in both runs.
+type JSONCompareRow struct {
+	Arm            string           `json:"arm"`
+	Test           string           `json:"test"`
+	MsgSize        int              `json:"msg_size_bytes"`
+	Metric         string           `json:"metric"`
+	Unit           string           `json:"unit"`
+	HigherIsBetter bool             `json:"higher_is_better"`
+	A              *JSONCompareSide `json:"a"` // null: not measured in A (see missing)
+	B              *JSONCompareSide `json:"b"`
+	DeltaPct       *float64         `json:"delta_pct"`
+	P              *float64         `json:"p"`
+	U              *float64         `json:"u"`
+	Method         string           `json:"method,omitempty"`
+	Direction      string           `json:"direction,omitempty"` // better | worse | no significant difference
+	Verdict        string           `json:"verdict,omitempty"`
+	Missing        string           `json:"missing,omitempty"`
+}
+
+func compareSide(c *Cell) *JSONCompareSide {
+	if c == nil || len(c.Values) == 0 {
+		return nil
+	}
+	return &JSONCompareSide{N: c.Summary.N, Median: num(c.Summary.Median), MedianCI: jci(c.Summary.MedianCI),
+		CV: num(c.Summary.CV), Flags: append([]string{}, c.Flags...)}
+}
+
+func writeCompareJSON(w io.Writer, rows []ComparisonRow, mA, mB *Model, warn []string) error {
+	doc := JSONComparison{Schema: CompareSchema,
+		A:        JSONCompareRun{mA.Run.ID, mA.Run.Name, mA.Run.Complete, mA.Run.Host},
+		B:        JSONCompareRun{mB.Run.ID, mB.Run.Name, mB.Run.Complete, mB.Run.Host},
+		Rows:     []JSONCompareRow{},
+		Warnings: append([]string{}, warn...)}
+	for _, r := range rows {
+		mt := r.Column.metric
+		jr := JSONCompareRow{Arm: r.Arm, Test: r.Test, MsgSize: r.Size, Metric: mt.Name, Unit: mt.Unit,
+			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B), Missing: r.Missing}
+		if v := r.Verdict; v != nil {
+			better, worse := verdictWords(mt.Metric)
+			jr.DeltaPct, jr.P, jr.U = num(v.DeltaPct), num(v.Test.P), num(v.Test.U)
+			jr.Method, jr.Direction, jr.Verdict = v.Test.Method, v.Direction.String(), v.Text(better, worse)
+		}
+		doc.Rows = append(doc.Rows, jr)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
 }

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -91,6 +92,9 @@ func writeHTML(w io.Writer, models []*Model) error {
 		if vg, ok := verdictGrid(models[0]); ok {
 			fmt.Fprintf(&b, "<h3>Each arm against %s</h3>\n<p class=\"legend\">Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference.</p>\n", esc(models[0].Baseline))
 			htmlTable(&b, vg)
+			for _, l := range verdictNotes(models[0]) {
+				fmt.Fprintf(&b, "<p class=\"legend\">%s</p>\n", esc(l))
+			}
 		}
 	}
 	if len(n.list) > 0 {
@@ -175,6 +179,7 @@ func barChart(models []*Model, col Column) string {
 		xmax = math.Max(xmax, math.Max(b.Median, b.High))
 	}
 	ticks, xmax := niceTicks(xmax)
+	tickDec := tickDecimals(ticks)
 	plotW := width - left - right
 	x := func(v float64) float64 { return left + v/xmax*plotW }
 	var s strings.Builder
@@ -184,7 +189,7 @@ func barChart(models []*Model, col Column) string {
 	axisY := top + float64(len(bars))*(barH+gap)
 	for _, t := range ticks {
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top-4, x(t), axisY)
-		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, esc(FormatNumber(t)))
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, formatFixed(t, tickDec))
 	}
 	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, axisY+28, esc(col.Unit))
 	for i, b := range bars {
@@ -227,6 +232,21 @@ func niceTicks(max float64) ([]float64, float64) {
 	return ticks, end
 }
 
+// tickDecimals is the number of decimals that tells the ticks apart
+// (0, 5, 10 rather than 0.00, 5.00, 10.0).
+func tickDecimals(ticks []float64) int {
+	if len(ticks) < 2 {
+		return 0
+	}
+	step := ticks[1] - ticks[0]
+	for d := 0; d < 6; d++ {
+		if math.Abs(step*math.Pow(10, float64(d))-math.Round(step*math.Pow(10, float64(d)))) < 1e-9 {
+			return d
+		}
+	}
+	return 6
+}
+
 // cdfGroups are the latency (test, size) groups with at least one CDF.
 func cdfGroups(models []*Model) []group {
 	set := map[group]bool{}
@@ -247,14 +267,17 @@ func cdfGroups(models []*Model) []group {
 
 type series struct {
 	Label string
+	Color string // the arm's colour in the bar charts too
 	Pts   []result.CDFPoint
 }
 
 func cdfChart(models []*Model, g group) string {
 	var ss []series
 	var missing []string
+	k := -1 // arm index across models, as in barChart
 	for _, m := range models {
 		for _, arm := range m.Arms {
+			k++
 			label := arm
 			if len(models) > 1 {
 				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
@@ -272,19 +295,49 @@ func cdfChart(models []*Model, g group) string {
 					pts = append(pts, p)
 				}
 			}
-			ss = append(ss, series{label, pts})
+			ss = append(ss, series{label, palette[k%len(palette)], pts})
 		}
 	}
 	const width, height, left, right, top, bottom = 640.0, 340.0, 56.0, 150.0, 30.0, 40.0
-	var xmax float64
+	xmin, xmax := math.Inf(1), 0.0
 	for _, s := range ss {
 		for _, p := range s.Pts {
-			xmax = math.Max(xmax, p.Ns/1e3)
+			if us := p.Ns / 1e3; us > 0 {
+				xmin, xmax = math.Min(xmin, us), math.Max(xmax, us)
+			}
 		}
 	}
-	ticks, xmax := niceTicks(xmax)
 	plotW, plotH := width-left-right, height-top-bottom
-	x := func(us float64) float64 { return left + us/xmax*plotW }
+	// Latency tails are long: when p99.9 is more than 20 times the
+	// fastest round trip a linear axis squashes the body of the curve
+	// into its first pixels, so the axis becomes logarithmic.
+	logScale := xmax > 0 && xmax/xmin > 20
+	var ticks []float64
+	var x func(float64) float64
+	var tickText func(float64) string
+	if logScale {
+		lo := math.Pow(10, math.Floor(math.Log10(xmin)))
+		hi := math.Pow(10, math.Ceil(math.Log10(xmax)))
+		for d := lo; d < hi*1.01; d *= 10 {
+			for _, f := range []float64{1, 2, 5} {
+				if v := d * f; v <= hi*1.01 {
+					ticks = append(ticks, v)
+				}
+			}
+		}
+		span := math.Log10(hi) - math.Log10(lo)
+		x = func(us float64) float64 {
+			us = math.Max(us, lo)
+			return left + (math.Log10(us)-math.Log10(lo))/span*plotW
+		}
+		tickText = func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	} else {
+		var end float64
+		ticks, end = niceTicks(xmax)
+		dec := tickDecimals(ticks)
+		x = func(us float64) float64 { return left + us/end*plotW }
+		tickText = func(v float64) string { return formatFixed(v, dec) }
+	}
 	y := func(pct float64) float64 { return top + plotH - pct/100*plotH }
 	title := fmt.Sprintf("%s %s round-trip latency CDF", g.Test, FormatSize(g.Size))
 	var b strings.Builder
@@ -293,16 +346,20 @@ func cdfChart(models []*Model, g group) string {
 	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top, x(t), top+plotH)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, esc(FormatNumber(t)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, tickText(t))
 	}
-	for _, p := range []float64{0, 25, 50, 75, 90, 99, 100} {
+	for _, p := range []float64{0, 25, 50, 75, 90, 100} {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(p), left+plotW, y(p))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%g</text>`+"\n", left-4, y(p)+4, p)
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">round trip (µs)</text>`+"\n", left+plotW/2, top+plotH+30)
+	axis := "round trip (µs)"
+	if logScale {
+		axis = "round trip (µs, log scale)"
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, top+plotH+30, axis)
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" font-size="11" text-anchor="middle" transform="rotate(-90 14 %.1f)">percentile</text>`+"\n", top+plotH/2, top+plotH/2)
 	for i, s := range ss {
-		color := palette[i%len(palette)]
+		color := s.Color
 		var pts []string
 		for _, p := range s.Pts {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.Ns/1e3), y(p.Percentile)))

@@ -111,3 +111,22 @@ func TestHTMLEscapesNames(t *testing.T) {
 		t.Error("arm name not escaped")
 	}
 }
+
+// A long latency tail switches the CDF to a logarithmic axis.
+func TestCDFLogScale(t *testing.T) {
+	run, ss := kubeOVNRun()
+	for i := range ss {
+		if r := ss[i].Result; r != nil && r.Latency != nil && len(r.Latency.CDF) > 0 {
+			r.Latency.CDF[5].Ns *= 100 // p99.9 a hundred times slower
+		}
+	}
+	page := render(t, FormatHTML, Input{run, ss})
+	checkHTML(t, page)
+	if !bytes.Contains(page, []byte("log scale")) {
+		t.Error("no log-scale CDF for a long tail")
+	}
+	run, ss = kubeOVNRun()
+	if bytes.Contains(render(t, FormatHTML, Input{run, ss}), []byte("log scale")) {
+		t.Error("log scale for a short tail")
+	}
+}

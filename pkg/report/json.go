@@ -118,7 +118,7 @@ func num(v float64) *float64 {
 
 func jci(c stats.CI) JSONCI { return JSONCI{Low: num(c.Low), High: num(c.High), Level: c.Level} }
 
-// BuildJSON returns the JSON document for the given models' runs.
+// buildJSON returns the JSON document for the given models' runs.
 func buildJSON(models []*Model) JSONReport {
 	rep := JSONReport{Schema: JSONSchema, Runs: []JSONRun{}}
 	for _, m := range models {

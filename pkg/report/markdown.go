@@ -37,6 +37,9 @@ func writeMarkdown(w io.Writer, models []*Model) error {
 		if vg, ok := verdictGrid(models[0]); ok {
 			fmt.Fprintf(&b, "\nEach arm against **%s** (Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference):\n\n", mdEscape(models[0].Baseline))
 			mdTable(&b, vg)
+			for _, l := range verdictNotes(models[0]) {
+				fmt.Fprintf(&b, "\n%s\n", mdEscape(l))
+			}
 		}
 	}
 	var warn []string
@@ -95,6 +98,6 @@ func mdTable(b *strings.Builder, g grid) {
 // mdEscape keeps user-supplied text (arm names, reasons) from breaking a
 // table or injecting HTML.
 func mdEscape(s string) string {
-	r := strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;")
+	r := strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;")
 	return r.Replace(s)
 }

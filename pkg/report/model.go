@@ -305,10 +305,54 @@ func testOrder(t string) int {
 }
 
 func (m *Model) tableMetrics(test string) []metric {
-	if m.Shape == ShapeThroughput {
-		return throughputColumns
+	return tableMetricsFor(m.Shape, test, extraMetrics(m.Run))
+}
+
+// LabelMetrics is the run label that adds columns to the table: a
+// comma-separated list of metric names (e.g. "udp_loss_pct,server_cpu_s_per_gb"),
+// shown for every test whose results carry them.
+const LabelMetrics = "report.metrics"
+
+func extraMetrics(run *store.Run) []string {
+	var out []string
+	for _, f := range strings.Split(run.Labels[LabelMetrics], ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
 	}
-	return []metric{primary(test)}
+	return out
+}
+
+// tableMetricsFor is the columns of one test in a table of the given
+// shape: the primary metric (latency shape) or the Cilium measurements
+// (throughput shape, plus loss for UDP), then any extra metrics asked for.
+func tableMetricsFor(shape, test string, extra []string) []metric {
+	var mts []metric
+	if shape == ShapeThroughput {
+		mts = append(mts, throughputColumns...)
+		if test == result.UDPBW {
+			mts = append(mts, mLoss)
+		}
+	} else {
+		mts = append(mts, primary(test))
+	}
+	for _, name := range extra {
+		for _, mt := range allMetrics(test) {
+			if mt.Name == name && !hasMetric(mts, name) {
+				mts = append(mts, mt)
+			}
+		}
+	}
+	return mts
+}
+
+func hasMetric(mts []metric, name string) bool {
+	for _, mt := range mts {
+		if mt.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Sample) *Cell {
@@ -449,10 +493,15 @@ func columnsFor(models []*Model) []Column {
 	sortGroups(groups)
 	var cols []Column
 	for _, g := range groups {
-		mts := []metric{primary(g.Test)}
-		if shape == ShapeThroughput {
-			mts = throughputColumns
+		var extra []string
+		for _, m := range models {
+			for _, e := range extraMetrics(m.Run) {
+				if !contains(extra, e) {
+					extra = append(extra, e)
+				}
+			}
 		}
+		mts := tableMetricsFor(shape, g.Test, extra)
 		for _, mt := range mts {
 			col := Column{Test: g.Test, Size: g.Size, metric: mt, Unit: displayUnit(mt.Unit), Scale: 1}
 			if mt.Unit == "Mb/s" {
@@ -475,7 +524,7 @@ func columnsFor(models []*Model) []Column {
 			if len(sizes) > 1 {
 				parts = append(parts, FormatSize(g.Size))
 			}
-			if shape == ShapeThroughput {
+			if shape == ShapeThroughput || mt.Name != primary(g.Test).Name {
 				parts = append(parts, mt.Label)
 			}
 			col.Header = fmt.Sprintf("%s (%s)", strings.Join(parts, " "), col.Unit)
@@ -496,8 +545,11 @@ func sortGroups(gs []group) {
 }
 
 func displayUnit(u string) string {
-	if u == "us" {
+	switch u {
+	case "us":
 		return "µs"
+	case "/s":
+		return "txn/s"
 	}
 	return u
 }
@@ -523,6 +575,9 @@ func runFlags(run *store.Run, ss []store.Sample, m *Model) []Flag {
 			msg += ": " + run.Status
 		}
 		flags = append(flags, Flag{"incomplete", msg})
+	}
+	if run.Baseline != "" && m.Baseline == "" {
+		flags = append(flags, Flag{"no-baseline", fmt.Sprintf("the baseline arm %q has no samples: no ratios or verdicts against it", run.Baseline)})
 	}
 	// Governors of the run's host and of every endpoint that reported one.
 	govs := map[string][]string{} // governor -> hosts
@@ -597,4 +652,29 @@ func cells(n int) string {
 		return "1 table cell"
 	}
 	return fmt.Sprintf("%d table cells", n)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// MedianCV is the median coefficient of variation over the table's cells
+// with at least two values, and how many cells that is: one figure for
+// "how noisy was this run" (issue 4's target for the default experiment is
+// ≤ 5%). NaN when no cell has two values.
+func (m *Model) MedianCV() (float64, int) {
+	var cvs []float64
+	for _, col := range m.Columns {
+		for _, arm := range m.Arms {
+			if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
+				cvs = append(cvs, c.Summary.CV)
+			}
+		}
+	}
+	return stats.Median(cvs), len(cvs)
 }

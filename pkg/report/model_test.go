@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -156,4 +157,97 @@ func has(s []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// A run killed before its first sample still renders, in every format,
+// and says it is incomplete.
+func TestEmptyRun(t *testing.T) {
+	for _, run := range []*store.Run{
+		{ID: 1, Name: "empty", Baseline: "host", Arms: []store.Arm{{Name: "host"}, {Name: "vxlan"}}, Status: "interrupted before the first sample"},
+		{ID: 2, Name: "bare"},
+	} {
+		for _, f := range Formats {
+			out := string(render(t, f, Input{run, nil}))
+			if f != FormatCSV && !strings.Contains(out, "incomplete") {
+				t.Errorf("%s of an empty run does not say it is incomplete:\n%s", f, out)
+			}
+		}
+	}
+}
+
+func TestBaselineWithoutSamples(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	run.Baseline = "host" // not an arm of this run
+	m := Analyze(run, ss)
+	if m.Baseline != "" || m.Cell("vxlan", result.TCPBW, 131072, "receiver_mbps").Ratio != nil {
+		t.Error("ratios against an arm without samples")
+	}
+	if len(m.Flags) == 0 || m.Flags[0].Code != "no-baseline" {
+		t.Errorf("flags %v", m.Flags)
+	}
+}
+
+// The report.metrics label adds columns; a missing one carries the
+// result's own reason.
+func TestExtraMetricColumns(t *testing.T) {
+	run, ss := kubeOVNRun()
+	run.Labels = map[string]string{LabelMetrics: "client_cpu_pct, nonsense"}
+	m := Analyze(run, ss)
+	var headers []string
+	for _, c := range m.Columns {
+		headers = append(headers, c.Header)
+	}
+	if len(m.Columns) != 24 || !has(headers, "tcp_lat 1B client CPU (%)") || !has(headers, "tcp_bw 4K CPU (sender) (%)") {
+		t.Fatalf("columns %q", headers)
+	}
+	out := string(render(t, FormatMarkdown, Input{run, ss}))
+	if !strings.Contains(out, "qperf does not report per-side CPU") {
+		t.Errorf("missing CPU of the qperf arm lacks its reason:\n%s", out)
+	}
+}
+
+func TestUDPThroughputShowsLoss(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	for i := range ss {
+		ss[i].Test, ss[i].MsgSize = result.UDPBW, 1400
+		ss[i].Result = bwResult(result.UDPBW, 1400, 900, 50, 60, "")
+	}
+	m := Analyze(run, ss)
+	last := m.Columns[len(m.Columns)-1]
+	if m.Shape != ShapeThroughput || last.Header != "loss (%)" {
+		t.Errorf("shape %s, last column %q", m.Shape, last.Header)
+	}
+}
+
+func TestMedianCV(t *testing.T) {
+	run, ss := kubeOVNRun()
+	cv, n := Analyze(run, ss).MedianCV()
+	// 35 of the 36 table cells have values (one failed): 34 spread by the
+	// jitter factors, one by the noisy ones. The median is the jitter's CV,
+	// computed here from the factors alone.
+	f := make([]float64, len(jitter))
+	for i, j := range jitter {
+		f[i] = 1 + j
+	}
+	if n != 35 || math.Abs(cv-stats.CV(f)) > 1e-9 {
+		t.Errorf("MedianCV = %v over %d cells, want %v over 35", cv, n, stats.CV(f))
+	}
+}
+
+// With 3 repeats per arm the exact test cannot reach p < 0.05; the
+// report must say so rather than print a bare "n.s.".
+func TestTooFewRepeatsExplained(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	var kept []store.Sample
+	for _, s := range ss {
+		if s.Repeat < 3 {
+			kept = append(kept, s)
+		}
+	}
+	for _, f := range []string{FormatTable, FormatMarkdown, FormatHTML} {
+		out := string(render(t, f, Input{run, kept}))
+		if !strings.Contains(out, "n.s. (p=0.1)") || !strings.Contains(out, "3+3 repeats cannot reach p&lt;0.05") && !strings.Contains(out, "3+3 repeats cannot reach p<0.05") {
+			t.Errorf("%s does not explain the 3-repeat verdicts:\n%s", f, out)
+		}
+	}
 }

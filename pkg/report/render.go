@@ -217,6 +217,24 @@ func verdictGrid(m *Model) (grid, bool) {
 	return g, true
 }
 
+// verdictNotes explains verdicts that could not be significant whatever
+// the numbers, e.g. because there were too few repeats.
+func verdictNotes(m *Model) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, col := range m.Columns {
+		for _, arm := range m.Arms {
+			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			if c == nil || c.Verdict == nil || c.Verdict.Note == "" || seen[c.Verdict.Note] {
+				continue
+			}
+			seen[c.Verdict.Note] = true
+			out = append(out, fmt.Sprintf("Note: %s, so n.s. here says nothing either way; use 5 or more repeats.", c.Verdict.Note))
+		}
+	}
+	return out
+}
+
 // verdictWords names the directions of a metric for a reader.
 func verdictWords(mt result.Metric) (better, worse string) {
 	switch mt.Unit {
@@ -255,7 +273,10 @@ func orUnknown(s string) string {
 // fingerprintLine describes a host in one line.
 func fingerprintLine(h result.Fingerprint) string {
 	cpu := orUnknown(h.CPUModel)
-	if h.Cores > 0 {
+	switch {
+	case h.Cores == 1:
+		cpu += ", 1 core"
+	case h.Cores > 1:
 		cpu += fmt.Sprintf(", %d cores", h.Cores)
 	}
 	parts := []string{
@@ -358,7 +379,17 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
-	return []string{l}
+	out := []string{l}
+	for _, m := range models {
+		if cv, n := m.MedianCV(); n > 0 {
+			s := fmt.Sprintf("Median coefficient of variation over %d cells: %.1f%%.", n, cv*100)
+			if len(models) > 1 {
+				s = fmt.Sprintf("Run %d: median coefficient of variation over %d cells: %.1f%%.", m.Run.ID, n, cv*100)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func uniq(s []string) []string {

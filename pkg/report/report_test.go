@@ -91,4 +91,14 @@ func TestGoldenCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "compare.txt", b.Bytes())
+	for _, f := range []string{FormatMarkdown, FormatJSON} {
+		b.Reset()
+		if err := CompareFormat(&b, f, r1, s1, r2, s2); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "compare."+exts[f], b.Bytes())
+	}
+	if err := CompareFormat(&b, FormatHTML, r1, s1, r2, s2); err == nil {
+		t.Error("compare accepted html")
+	}
 }

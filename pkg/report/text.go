@@ -50,6 +50,9 @@ func writeText(w io.Writer, models []*Model) error {
 				}
 				b.WriteString(textTable(part.g, withNote))
 			}
+			for _, l := range verdictNotes(models[0]) {
+				fmt.Fprintln(&b, wrap(l, 100, ""))
+			}
 		}
 	}
 	if len(n.list) > 0 {

@@ -18,6 +18,7 @@ const (
 	Worse                         // B is worse than A
 )
 
+// String names the direction as the JSON report does.
 func (d Direction) String() string {
 	switch d {
 	case Better:

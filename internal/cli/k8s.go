@@ -1,0 +1,449 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/image"
+	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+func init() {
+	register(func() *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "k8s",
+			Short: "Run the benchmarks as pods in a Kubernetes cluster",
+			Long: `Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
+host network and through a ClusterIP Service; audits every node's tuning; and
+removes everything it created. The cluster is chosen as kubectl chooses it:
+--kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
+current context. The pods need the image from 'cnibench image build' on every
+node (or in a registry the nodes can pull from: pass --image).`,
+		}
+		cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd())
+		return cmd
+	})
+}
+
+// k8sConnFlags are the flags every k8s subcommand shares.
+type k8sConnFlags struct {
+	kubeconfig, context, namespace, image, pullPolicy string
+}
+
+func (f *k8sConnFlags) add(cmd *cobra.Command, withImage bool) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
+	if !withImage {
+		return
+	}
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", k8s.DefaultNamespace, "namespace for the run's objects (created and deleted when missing)")
+	cmd.Flags().StringVar(&f.image, "image", "", "cnibench image (default: "+image.DefaultRepository+":<version>-<sha> of this binary, as `cnibench image build` names it)")
+	cmd.Flags().StringVar(&f.pullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never (Never for clusters without a registry, e.g. k8slab)")
+}
+
+func (f *k8sConnFlags) resolveImage() (string, corev1.PullPolicy, error) {
+	var pp corev1.PullPolicy
+	switch corev1.PullPolicy(f.pullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		pp = corev1.PullPolicy(f.pullPolicy)
+	default:
+		return "", "", UsageError{fmt.Errorf("--image-pull-policy %q: use Always, IfNotPresent or Never", f.pullPolicy)}
+	}
+	if f.image != "" {
+		return f.image, pp, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", "", fmt.Errorf("find this binary to name its image: %w; pass --image", err)
+	}
+	ref, err := image.DefaultRef(exe, Version)
+	return ref, pp, err
+}
+
+func (f *k8sConnFlags) connect() (*k8s.Conn, error) {
+	return k8s.Connect(f.kubeconfig, f.context)
+}
+
+func newK8sRunCmd() *cobra.Command {
+	var (
+		cf                     k8sConnFlags
+		scenarios, tests, msgs string
+		clientNode, serverNode string
+		duration, warmup       time.Duration
+		readyTimeout           time.Duration
+		parallel, repeats      int
+		engineName, dbPath     string
+		asJSON, keep           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Measure pod-to-pod (same node, cross node), host network and Service paths",
+		Long: `Starts one cnibench server pod per scenario and then, one at a time and
+interleaved over the repeats, a client pod that measures against it:
+
+  pod-same-node   server and client pods pinned to one node
+  pod-cross-node  on two different nodes (skipped on a one-node cluster)
+  host-network    hostNetwork pods on two nodes: the node-to-node baseline
+  service         client -> ClusterIP Service -> server pod (across nodes when possible)
+
+Nodes are picked automatically (the first usable nodes by name) unless
+--client-node / --server-node say otherwise. The engine pods have no
+capabilities and run as nobody. Everything is deleted at the end, also on
+failure and Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := k8s.ParseScenarios(scenarios)
+			if err != nil {
+				return UsageError{fmt.Errorf("--scenarios: %w", err)}
+			}
+			ts := splitList(tests)
+			for _, t := range ts {
+				if !result.ValidTest(t) {
+					return UsageError{fmt.Errorf("--test %q: choose from %s", t, strings.Join(result.Tests, ", "))}
+				}
+			}
+			sizes, err := engine.ParseSizes(msgs)
+			if err != nil {
+				return UsageError{fmt.Errorf("--msg-size: %w", err)}
+			}
+			for _, t := range ts {
+				for _, z := range sizes {
+					if err := engine.CheckSize(t, z); err != nil {
+						return UsageError{fmt.Errorf("--msg-size for %s: %w (one client pod runs every test at every size: drop the test or the size)", t, err)}
+					}
+				}
+			}
+			if parallel < 1 || parallel > engine.MaxParallel {
+				return UsageError{fmt.Errorf("--parallel %d: must be 1-%d", parallel, engine.MaxParallel)}
+			}
+			if repeats < 1 {
+				return UsageError{errors.New("--repeats must be at least 1")}
+			}
+			if duration <= 0 || warmup < 0 {
+				return UsageError{errors.New("--duration must be positive and --warmup not negative")}
+			}
+			img, pp, err := cf.resolveImage()
+			if err != nil {
+				return err
+			}
+			conn, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			o := k8s.Options{
+				Namespace: cf.namespace, Image: img, PullPolicy: pp,
+				Scenarios: sc, ClientNode: clientNode, ServerNode: serverNode, Repeats: repeats,
+				Client: k8s.ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(msgs), ","),
+					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName},
+				ReadyTimeout:   readyTimeout,
+				MeasureTimeout: measureBudget(len(ts), len(sizes), duration, warmup),
+				Keep:           keep,
+				Log:            cmd.ErrOrStderr(),
+			}
+			r := &k8s.Runner{Client: conn.Client}
+			plan, err := r.Prepare(cmd.Context(), o)
+			if err != nil {
+				var fe *k8s.FlagError
+				if errors.As(err, &fe) {
+					return UsageError{err}
+				}
+				return err
+			}
+			plan.Cluster.Context, plan.Cluster.Server = conn.Context, conn.Server
+			db, err := store.Open(dbPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			run := k8s.StoreRun(plan, o, Version, k8sExperimentText(cmd))
+			runID, err := db.CreateRun(run)
+			if err != nil {
+				return err
+			}
+			var samples []k8s.Sample
+			seq, stored := 0, 0
+			runErr := r.Execute(cmd.Context(), plan, o, func(s k8s.Sample) error {
+				samples = append(samples, s)
+				for _, ss := range k8s.StoreSamples(runID, s, ts, sizes, engineName, &seq) {
+					if err := db.AddSample(ss); err != nil {
+						return err
+					}
+					stored++
+				}
+				return nil
+			})
+			status := "ok"
+			if runErr != nil {
+				status = runErr.Error()
+			}
+			if err := db.FinishRun(runID, runErr == nil, status); err != nil && runErr == nil {
+				runErr = err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "stored %d sample(s) as run %d (%s) in %s; show it with: cnibench report %s\n",
+				stored, runID, run.Name, db.Path(), run.Name)
+			if asJSON {
+				if err := writeK8sJSON(cmd.OutOrStdout(), plan, samples); err != nil {
+					return err
+				}
+			} else if stored > 0 {
+				if err := renderStoredRun(cmd.OutOrStdout(), db, runID, plan); err != nil {
+					return errors.Join(runErr, err)
+				}
+			}
+			return runErr
+		},
+	}
+	cf.add(cmd, true)
+	f := cmd.Flags()
+	f.StringVar(&scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
+	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
+	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
+	f.StringVar(&tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
+	f.StringVar(&msgs, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
+	f.DurationVar(&duration, "duration", 5*time.Second, "measured time per test and size")
+	f.DurationVar(&warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
+	f.IntVar(&parallel, "parallel", 1, "parallel streams/connections")
+	f.StringVar(&engineName, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
+	f.IntVar(&repeats, "repeats", 1, "repeats of every scenario, interleaved")
+	f.DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
+	f.BoolVar(&asJSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
+	f.BoolVar(&keep, "keep", false, "leave the run's pods and namespace for debugging (remove with `cnibench k8s clean`)")
+	return cmd
+}
+
+// measureBudget bounds one client pod: every test and size back to back,
+// plus generous slack for pod start, connection setup and a slow node.
+func measureBudget(tests, sizes int, d, w time.Duration) time.Duration {
+	return time.Duration(tests*sizes)*(d+w)*2 + 2*time.Minute
+}
+
+// k8sExperimentText is what the store keeps as a k8s run's "experiment":
+// the flags as given, one per line, so the run can be repeated.
+func k8sExperimentText(cmd *cobra.Command) string {
+	var b strings.Builder
+	b.WriteString("# cnibench k8s run\n")
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == "kubeconfig" {
+			return
+		}
+		fmt.Fprintf(&b, "%s: %q\n", f.Name, f.Value.String())
+	})
+	return b.String()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func writeK8sJSON(w io.Writer, plan *k8s.Plan, samples []k8s.Sample) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if samples == nil {
+		samples = []k8s.Sample{}
+	}
+	return enc.Encode(struct {
+		Schema  string       `json:"schema"`
+		Plan    *k8s.Plan    `json:"plan"`
+		Samples []k8s.Sample `json:"samples"`
+	}{"cnibench.k8s-run/v1", plan, samples})
+}
+
+// renderStoredRun prints the run's report from the store, the same table
+// `cnibench report <run>` shows, plus the scenarios that were skipped.
+func renderStoredRun(w io.Writer, db *store.DB, runID int64, plan *k8s.Plan) error {
+	run, err := db.GetRun(fmt.Sprint(runID))
+	if err != nil {
+		return err
+	}
+	samples, err := db.Samples(runID)
+	if err != nil {
+		return err
+	}
+	if err := report.Render(w, "table", run, samples); err != nil {
+		return err
+	}
+	for _, p := range plan.Placements {
+		if p.Skip != "" {
+			fmt.Fprintf(w, "%s: skipped: %s\n", p.Scenario, p.Skip)
+		}
+	}
+	return nil
+}
+
+func newK8sAuditCmd() *cobra.Command {
+	var (
+		cf      k8sConnFlags
+		profile string
+		timeout time.Duration
+		asJSON  bool
+		keep    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Run `cnibench tune audit` on every node (a DaemonSet) and print node × knob",
+		Long: `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
+on every node (control-plane nodes included), with the node's /proc and /sys
+mounted read-only under /host, the host network (net.* sysctls are per network
+namespace) and no capabilities. It prints one table: a row per knob, a column
+per node; then deletes the DaemonSet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			img, pp, err := cf.resolveImage()
+			if err != nil {
+				return err
+			}
+			conn, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			var args []string
+			if profile != "" {
+				args = append(args, "--profile", profile)
+			}
+			r := &k8s.Runner{Client: conn.Client, RunID: runid.New()}
+			audits, err := r.Audit(cmd.Context(), k8s.AuditOptions{
+				Namespace: cf.namespace, Image: img, PullPolicy: pp, Args: args,
+				Timeout: timeout, Keep: keep, Log: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(audits)
+			}
+			return k8s.WriteAuditTable(cmd.OutOrStdout(), audits)
+		},
+	}
+	cf.add(cmd, true)
+	cmd.Flags().StringVar(&profile, "profile", "latency", "tuning profile to judge against: latency or throughput")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long the nodes may take")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print every node's findings as JSON")
+	cmd.Flags().BoolVar(&keep, "keep", false, "leave the DaemonSet for debugging")
+	return cmd
+}
+
+func newK8sCleanCmd() *cobra.Command {
+	var (
+		cf      k8sConnFlags
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Delete every cnibench-labelled object and namespace in the cluster",
+		Long: `Deletes, in every namespace, the pods, services and daemonsets labelled
+app.kubernetes.io/managed-by=cnibench, and every namespace with that label, then
+waits until the namespaces are gone. Safe to run at any time; objects of a run
+still going are deleted too.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			removed, err := k8s.Clean(cmd.Context(), conn.Client, timeout, time.Second)
+			for _, r := range removed {
+				fmt.Fprintln(cmd.OutOrStdout(), "deleted", r)
+			}
+			if err != nil {
+				return err
+			}
+			if len(removed) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "nothing to clean")
+			}
+			return nil
+		},
+	}
+	cf.add(cmd, false)
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for namespaces to terminate (0: do not wait)")
+	return cmd
+}
+
+func newK8sInfoCmd() *cobra.Command {
+	var (
+		cf     k8sConnFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Print the cluster fingerprint a run records: version, CNI, nodes, kernels",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := cf.connect()
+			if err != nil {
+				return err
+			}
+			c, _, err := k8s.Fingerprint(cmd.Context(), conn.Client)
+			if err != nil {
+				return err
+			}
+			c.Context, c.Server = conn.Context, conn.Server
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(c)
+			}
+			fmt.Fprintf(w, "context %s (%s)\n%s\n", dashIfEmpty(c.Context), c.Server, c.Summary())
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tIP\tKERNEL\tOS\tRUNTIME\tUSABLE")
+			for _, n := range c.Nodes {
+				u := "yes"
+				if n.Unusable != "" {
+					u = "no: " + n.Unusable
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.InternalIP, n.Kernel, n.OSImage, n.Runtime, u)
+			}
+			return tw.Flush()
+		},
+	}
+	cf.add(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	return cmd
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newK8sPauseCmd is the main container of the audit DaemonSet's pods: it
+// waits until the pod is deleted (SIGTERM cancels the context), so the pod
+// stays Running after its init container printed the audit.
+func newK8sPauseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "pause",
+		Short:  "Wait until terminated (the audit DaemonSet's main container)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+}

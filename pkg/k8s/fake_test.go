@@ -1,0 +1,235 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cnibench/cnibench/pkg/result"
+)
+
+// fakeCluster is a fake clientset plus a "kubelet" made of reactors: pods
+// get a node, an IP and a phase the moment they are created, Services get
+// a ClusterIP and an EndpointSlice, DaemonSets get one pod per node. What
+// the kubelet does to each pod is decided by the test through serverState
+// and clientState, so error paths are as easy to drive as the happy one.
+type fakeCluster struct {
+	cs    *fake.Clientset
+	nodes map[string]string // name -> InternalIP
+
+	mu      sync.Mutex
+	created []*corev1.Pod // every pod as created (spec as sent)
+	nextIP  int
+	// serverState and clientState mutate a freshly created pod's status;
+	// nil means "came up fine".
+	serverState func(*corev1.Pod)
+	clientState func(*corev1.Pod)
+	// logs answers Runner.Logs; nil returns a valid result set.
+	logs func(pod *corev1.Pod, container string) ([]byte, error)
+}
+
+func readyNode(name, ip string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
+			NodeInfo: corev1.NodeSystemInfo{KernelVersion: "6.1.0-test", OSImage: "Debian GNU/Linux 12 (bookworm)",
+				ContainerRuntimeVersion: "containerd://1.6.20", KubeletVersion: "v1.31.4", Architecture: "amd64"},
+		},
+	}
+}
+
+func newFakeCluster(t *testing.T, nodes ...string) *fakeCluster {
+	t.Helper()
+	fc := &fakeCluster{nodes: map[string]string{}}
+	var objs []runtime.Object
+	for i, n := range nodes {
+		ip := fmt.Sprintf("10.250.0.%d", i+2)
+		fc.nodes[n] = ip
+		objs = append(objs, readyNode(n, ip))
+	}
+	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-abc", Namespace: "kube-system"}})
+	fc.cs = fake.NewSimpleClientset(objs...)
+	fc.cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.31.4"}
+	fc.cs.PrependReactor("create", "pods", fc.createPod)
+	fc.cs.PrependReactor("create", "services", fc.createService)
+	fc.cs.PrependReactor("create", "daemonsets", fc.createDaemonSet)
+	return fc
+}
+
+// pinnedNode reads the node a pod's affinity requires.
+func pinnedNode(p *corev1.Pod) string {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+func (fc *fakeCluster) createPod(a k8stesting.Action) (bool, runtime.Object, error) {
+	pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.created = append(fc.created, pod.DeepCopy())
+	node := pinnedNode(pod)
+	if node == "" {
+		node = pod.Spec.NodeName
+	}
+	if _, ok := fc.nodes[node]; !ok {
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: "Unschedulable", Message: "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."}}
+		return false, nil, nil
+	}
+	pod.Spec.NodeName = node
+	fc.nextIP++
+	pod.Status.PodIP = fmt.Sprintf("10.244.%d.%d", 1+fc.nextIP/200, fc.nextIP%200+2)
+	if pod.Spec.HostNetwork {
+		pod.Status.PodIP = fc.nodes[node]
+	}
+	switch pod.Labels[LabelRole] {
+	case "server":
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if fc.serverState != nil {
+			fc.serverState(pod)
+		}
+		if pod.Labels[LabelScenario] == ScenarioService {
+			fc.addSlice(pod)
+		}
+	case "client":
+		pod.Status.Phase = corev1.PodSucceeded
+		if fc.clientState != nil {
+			fc.clientState(pod)
+		}
+	}
+	return false, nil, nil // let the tracker store the mutated pod
+}
+
+func (fc *fakeCluster) addSlice(server *corev1.Pod) {
+	ready := true
+	_ = fc.cs.Tracker().Add(&discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc-slice", Namespace: server.Namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: ServiceName(server.Labels[LabelRun])}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{server.Status.PodIP}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	})
+}
+
+func (fc *fakeCluster) createService(a k8stesting.Action) (bool, runtime.Object, error) {
+	svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
+	svc.Spec.ClusterIP = "10.96.0.42"
+	return false, nil, nil
+}
+
+// createDaemonSet plays the DaemonSet controller and kubelet: one pod per
+// node whose audit init container has exited 0.
+func (fc *fakeCluster) createDaemonSet(a k8stesting.Action) (bool, runtime.Object, error) {
+	ds := a.(k8stesting.CreateAction).GetObject().(*appsv1.DaemonSet)
+	ds.Status.DesiredNumberScheduled = int32(len(fc.nodes))
+	for n := range fc.nodes {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-" + n, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
+			Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+		}
+		p.Spec.NodeName = n
+		p.Status.Phase = corev1.PodRunning
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: auditContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}}
+		if fc.serverState != nil {
+			fc.serverState(p)
+		}
+		if err := fc.cs.Tracker().Add(p); err != nil {
+			return true, nil, err
+		}
+	}
+	return false, nil, nil
+}
+
+// resultSet is what a client pod would print for its arguments.
+func resultSet(pod *corev1.Pod) []byte {
+	args := pod.Spec.Containers[0].Args
+	var target string
+	var tests []string
+	for i := range args {
+		switch args[i] {
+		case "--server":
+			target = args[i+1]
+		case "--test":
+			tests = strings.Split(args[i+1], ",")
+		}
+	}
+	set := result.Set{Schema: result.SetSchemaVersion}
+	for _, t := range tests {
+		r := result.New(result.Tool{Name: "cnibench"}, t, 1)
+		r.Server = target
+		r.Latency = &result.Latency{OneWayNs: result.Dist{Count: 10, Mean: result.F(12000)}}
+		set.Results = append(set.Results, r)
+	}
+	b, _ := json.MarshalIndent(set, "", "  ")
+	return append([]byte("cnibench client: warming up\n"), b...)
+}
+
+func (fc *fakeCluster) runner() *Runner {
+	return &Runner{Client: fc.cs, RunID: "t3st", Poll: 1, Logs: func(ctx context.Context, ns, name, container string) ([]byte, error) {
+		pod, err := fc.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if fc.logs != nil {
+			return fc.logs(pod, container)
+		}
+		return resultSet(pod), nil
+	}}
+}
+
+func (fc *fakeCluster) createdPods() []*corev1.Pod {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return append([]*corev1.Pod(nil), fc.created...)
+}
+
+// leftovers lists every cnibench object still in the fake cluster.
+func (fc *fakeCluster) leftovers(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	lo := metav1.ListOptions{LabelSelector: ManagedSelector}
+	var out []string
+	pods, _ := fc.cs.CoreV1().Pods("").List(ctx, lo)
+	for _, p := range pods.Items {
+		out = append(out, "pod/"+p.Name)
+	}
+	svcs, _ := fc.cs.CoreV1().Services("").List(ctx, lo)
+	for _, s := range svcs.Items {
+		out = append(out, "service/"+s.Name)
+	}
+	dss, _ := fc.cs.AppsV1().DaemonSets("").List(ctx, lo)
+	for _, d := range dss.Items {
+		out = append(out, "daemonset/"+d.Name)
+	}
+	nss, _ := fc.cs.CoreV1().Namespaces().List(ctx, lo)
+	for _, n := range nss.Items {
+		out = append(out, "namespace/"+n.Name)
+	}
+	return out
+}

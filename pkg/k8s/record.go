@@ -1,0 +1,126 @@
+package k8s
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// StoreRun describes a planned run for the results store: kind "k8s", one
+// arm per scenario that runs, host-network as the baseline when it runs
+// (the "× host" column of the source documents' tables), the cluster's
+// fingerprint as the host, and the details as labels. experiment is the
+// text stored as the run's experiment (the command line, for k8s runs).
+func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
+	r := &store.Run{
+		Name:       runid.Name(plan.RunID, store.KindK8s),
+		Kind:       store.KindK8s,
+		Experiment: experiment,
+		Host:       clusterFingerprint(plan.Cluster, version),
+		Labels: map[string]string{
+			"k8s.version":   plan.Cluster.Version,
+			"k8s.cni":       plan.Cluster.CNI,
+			"k8s.nodes":     strconv.Itoa(len(plan.Cluster.Nodes)),
+			"k8s.namespace": plan.Namespace,
+			"k8s.image":     o.Image,
+			"k8s.repeats":   strconv.Itoa(o.Repeats),
+		},
+	}
+	if plan.Cluster.Context != "" {
+		r.Labels["k8s.context"] = plan.Cluster.Context
+	}
+	if plan.Cluster.Server != "" {
+		r.Labels["k8s.server"] = plan.Cluster.Server
+	}
+	engine := o.Client.Engine
+	if engine == "" {
+		engine = "builtin"
+	}
+	for _, p := range plan.Placements {
+		if p.Skip != "" {
+			r.Labels["skipped."+p.Scenario] = p.Skip
+			continue
+		}
+		r.Arms = append(r.Arms, store.Arm{Name: p.Scenario, Description: p.Description(),
+			Topology: "k8s/" + p.Scenario, Engine: engine})
+		r.Labels["nodes."+p.Scenario] = p.ClientNode + " -> " + p.ServerNode
+		if p.Scenario == ScenarioHost {
+			r.Baseline = ScenarioHost
+		}
+	}
+	return r
+}
+
+// clusterFingerprint folds the nodes into the one fingerprint a run has:
+// identical values stay as they are, differing ones are listed per node.
+func clusterFingerprint(c *Cluster, version string) result.Fingerprint {
+	fp := result.Fingerprint{Hostname: "k8s", Cnibench: version, Notes: map[string]string{
+		"kubernetes": c.Version, "cni": c.CNI, "nodes": strconv.Itoa(len(c.Nodes)),
+	}}
+	if c.Context != "" {
+		fp.Hostname = "k8s:" + c.Context
+	}
+	join := func(get func(NodeInfo) string) string {
+		seen := map[string]bool{}
+		var vals []string
+		for _, n := range c.Nodes {
+			if v := get(n); !seen[v] {
+				seen[v] = true
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) <= 1 {
+			return strings.Join(vals, "")
+		}
+		var per []string
+		for _, n := range c.Nodes {
+			per = append(per, n.Name+"="+get(n))
+		}
+		return strings.Join(per, ", ")
+	}
+	fp.Kernel = join(func(n NodeInfo) string { return n.Kernel })
+	fp.Distro = join(func(n NodeInfo) string { return n.OSImage })
+	if cpus := join(func(n NodeInfo) string { return strconv.Itoa(n.CPUs) }); cpus != "" {
+		if v, err := strconv.Atoi(cpus); err == nil {
+			fp.Cores = v
+		} else {
+			fp.Notes["cpus"] = cpus
+		}
+	}
+	for _, n := range c.Nodes {
+		fp.Notes["node."+n.Name] = fmt.Sprintf("%s %s %s %s", n.InternalIP, n.Kernel, n.Runtime, n.Kubelet)
+	}
+	return fp
+}
+
+// StoreSamples turns one client pod's outcome into store samples: one per
+// result, or — when the pod failed — one failed sample per planned test and
+// size, so the report shows the hole instead of silently fewer repeats.
+// seq is the run's running sample counter.
+func StoreSamples(runID int64, s Sample, tests []string, sizes []int, engine string, seq *int) []*store.Sample {
+	if engine == "" {
+		engine = "builtin"
+	}
+	var out []*store.Sample
+	add := func(test string, size int, r *result.Result, errText string) {
+		*seq++
+		out = append(out, &store.Sample{RunID: runID, Seq: *seq, Arm: s.Scenario, Engine: engine,
+			Test: test, MsgSize: size, Repeat: s.Repeat, Result: r, Error: errText})
+	}
+	if s.Error != "" {
+		for _, t := range tests {
+			for _, z := range sizes {
+				add(t, z, nil, s.Error)
+			}
+		}
+		return out
+	}
+	for _, r := range s.Results {
+		add(r.Test, r.MsgSizeBytes, r, "")
+	}
+	return out
+}

@@ -1,0 +1,640 @@
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/runid"
+)
+
+// Options configure one `cnibench k8s run`.
+type Options struct {
+	Namespace  string
+	Image      string
+	PullPolicy corev1.PullPolicy
+	Port       int
+
+	Scenarios              []string
+	ClientNode, ServerNode string
+	Client                 ClientArgs
+	Repeats                int
+
+	// ReadyTimeout bounds the wait for a server pod to become Ready and for
+	// a client pod to start.
+	ReadyTimeout time.Duration
+	// MeasureTimeout bounds one client pod from start to exit.
+	MeasureTimeout time.Duration
+	// Keep leaves the run's objects in place, for debugging.
+	Keep bool
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = 1
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 2 * time.Minute
+	}
+	if o.MeasureTimeout <= 0 {
+		o.MeasureTimeout = 10 * time.Minute
+	}
+	if o.PullPolicy == "" {
+		o.PullPolicy = corev1.PullIfNotPresent
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+func (o Options) podOptions(id string) PodOptions {
+	return PodOptions{RunID: id, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: o.Port}
+}
+
+// Runner drives runs against one cluster.
+type Runner struct {
+	Client kubernetes.Interface
+	// Logs reads one container's log; nil uses the pods/log API. Tests
+	// replace it because the fake clientset has no logs.
+	Logs func(ctx context.Context, namespace, pod, container string) ([]byte, error)
+	// Poll is the interval between status checks; 0 means 500ms.
+	Poll time.Duration
+	// RunID names the run's objects; "" draws a new one.
+	RunID string
+}
+
+// Plan is what a run will do: where each scenario goes and in which order
+// the client pods run.
+type Plan struct {
+	RunID      string      `json:"run_id"`
+	Namespace  string      `json:"namespace"`
+	Cluster    *Cluster    `json:"cluster"`
+	Placements []Placement `json:"placements"`
+	Steps      []Step      `json:"-"`
+}
+
+// Prepare reads the cluster and places the scenarios. It creates nothing.
+func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
+	o.defaults()
+	if r.RunID == "" {
+		r.RunID = runid.New()
+	}
+	if o.Image == "" {
+		return nil, errors.New("no image: pass --image")
+	}
+	cl, nodes, err := Fingerprint(ctx, r.Client)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := PlanScenarios(o.Scenarios, NodeStates(nodes), o.ClientNode, o.ServerNode)
+	if err != nil {
+		return nil, err
+	}
+	steps := Interleave(pl, o.Repeats)
+	if len(steps) == 0 {
+		var why []string
+		for _, p := range pl {
+			why = append(why, p.Scenario+": "+p.Skip)
+		}
+		return nil, fmt.Errorf("no scenario can run on this cluster (%s)", strings.Join(why, "; "))
+	}
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Steps: steps}, nil
+}
+
+// Sample is the outcome of one client pod.
+type Sample struct {
+	Seq int `json:"seq"`
+	Step
+	Pod     string           `json:"pod"`
+	Target  string           `json:"target"`
+	Results []*result.Result `json:"results,omitempty"`
+	// Error says why this pod gave no results; "" when it did.
+	Error string `json:"error,omitempty"`
+}
+
+// Execute runs the plan: it creates the namespace (if missing), one server
+// per scenario (and the Service), then the client pods one at a time in
+// the plan's interleaved order, handing each outcome to onSample. Whatever
+// it created is deleted when it returns — on success, on error, and when
+// ctx is cancelled (Ctrl-C) — unless o.Keep. A client pod that fails is
+// recorded as a failed sample and the run goes on; the returned error then
+// counts the failures.
+func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample func(Sample) error) (err error) {
+	o.defaults()
+	cs := r.Client
+	ns := o.Namespace
+	po := o.podOptions(plan.RunID)
+	createdNS := false
+	fmt.Fprintf(o.Log, "run %s in namespace %s on %s\n", plan.RunID, ns, plan.Cluster.Summary())
+	defer func() {
+		if o.Keep {
+			fmt.Fprintf(o.Log, "keeping the run's objects (--keep); remove them with: cnibench k8s clean\n")
+			return
+		}
+		// Cleanup must run even when ctx is already cancelled by Ctrl-C.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := r.deleteRun(cctx, ns, plan.RunID, createdNS); cerr != nil {
+			cerr = fmt.Errorf("cleanup incomplete (run `cnibench k8s clean`): %w", cerr)
+			if err == nil {
+				err = cerr
+			} else {
+				err = fmt.Errorf("%w; %v", err, cerr)
+			}
+		}
+	}()
+	createdNS, err = r.ensureNamespace(ctx, ns, plan.RunID, o.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+
+	targets := map[string]string{}
+	var runnable []Placement
+	for _, p := range plan.Placements {
+		if p.Skip == "" {
+			runnable = append(runnable, p)
+		} else {
+			fmt.Fprintf(o.Log, "%s: skipped: %s\n", p.Scenario, p.Skip)
+		}
+	}
+	for _, p := range runnable {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, ServerPod(po, p), metav1.CreateOptions{}); err != nil {
+			return APIError("create", "server pod for "+p.Scenario, err)
+		}
+		if p.ViaService {
+			if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po), metav1.CreateOptions{}); err != nil {
+				return APIError("create", "service", err)
+			}
+		}
+	}
+	for _, p := range runnable {
+		name := ServerName(plan.RunID, p.Scenario)
+		pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
+		if err != nil {
+			return fmt.Errorf("%s: server pod %s: %w", p.Scenario, name, err)
+		}
+		targets[p.Scenario] = pod.Status.PodIP
+		if p.ViaService {
+			ip, err := r.waitService(ctx, ns, ServiceName(plan.RunID), pod.Status.PodIP, o.ReadyTimeout)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.Scenario, err)
+			}
+			targets[p.Scenario] = ip
+		}
+		fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[p.Scenario])
+	}
+
+	failed, total := 0, 0
+	var firstFail string
+	for i, st := range plan.Steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), err)
+		}
+		s := r.measure(ctx, po, o, st, targets[st.Scenario])
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
+		}
+		s.Seq = i + 1
+		total++
+		if s.Error != "" {
+			failed++
+			if firstFail == "" {
+				firstFail = s.Pod + ": " + s.Error
+			}
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, s.Error)
+		} else {
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, len(s.Results), brief(s.Results))
+		}
+		if onSample != nil {
+			if err := onSample(s); err != nil {
+				return err
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d client pods failed; first: %s", failed, total, firstFail)
+	}
+	return nil
+}
+
+// brief shows the primary figure of the first result, so the progress log
+// says at a glance that numbers are coming back.
+func brief(rs []*result.Result) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	m := result.PrimaryMetric(rs[0].Test)
+	if v, ok := m.Get(rs[0]); ok {
+		return fmt.Sprintf(" (%s %dB: %.4g %s)", rs[0].Test, rs[0].MsgSizeBytes, v, m.Unit)
+	}
+	return ""
+}
+
+// measure runs one client pod to completion and reads its results.
+func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step, target string) Sample {
+	s := Sample{Step: st, Target: target}
+	// The API rejects a deadline of 0; a sub-second budget still gets one.
+	pod := ClientPod(po, st.Placement, st.Repeat, target, o.Client, max(1, int64(o.MeasureTimeout.Seconds())))
+	s.Pod = pod.Name
+	cs := r.Client
+	if _, err := cs.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		s.Error = APIError("create", "client pod", err).Error()
+		return s
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = cs.CoreV1().Pods(po.Namespace).Delete(dctx, pod.Name, metav1.DeleteOptions{})
+	}()
+	// Two stages, so an image or scheduling problem is reported after the
+	// ready timeout rather than after the much longer measurement timeout.
+	if _, err := r.waitPod(ctx, po.Namespace, pod.Name, o.ReadyTimeout, podStarted); err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	done, err := r.waitPod(ctx, po.Namespace, pod.Name, o.MeasureTimeout, podFinished)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	logs, lerr := r.logs(ctx, po.Namespace, pod.Name, containerName)
+	if done.Status.Phase == corev1.PodFailed {
+		msg := Explain(done, nil)
+		if lerr == nil && len(logs) > 0 {
+			msg += "; log: " + lastLine(logs)
+		}
+		s.Error = oneLine(msg)
+		return s
+	}
+	if lerr != nil {
+		s.Error = APIError("read", "log of "+pod.Name, lerr).Error()
+		return s
+	}
+	set, err := ParseClientLog(logs)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	if len(set.Results) == 0 {
+		s.Error = "the client printed a result set with no results"
+		return s
+	}
+	s.Results = set.Results
+	return s
+}
+
+func (r *Runner) logs(ctx context.Context, ns, pod, container string) ([]byte, error) {
+	return r.logsOpt(ctx, ns, pod, &corev1.PodLogOptions{Container: container})
+}
+
+func (r *Runner) logsOpt(ctx context.Context, ns, pod string, o *corev1.PodLogOptions) ([]byte, error) {
+	if r.Logs != nil {
+		return r.Logs(ctx, ns, pod, o.Container)
+	}
+	return r.Client.CoreV1().Pods(ns).GetLogs(pod, o).DoRaw(ctx)
+}
+
+func (r *Runner) poll() time.Duration {
+	if r.Poll > 0 {
+		return r.Poll
+	}
+	return 500 * time.Millisecond
+}
+
+// podCond decides whether a pod has reached the wanted state.
+type podCond func(*corev1.Pod) bool
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podStarted(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning || podFinished(p)
+}
+
+func podFinished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// waitPod polls the pod until cond holds. It gives up early when the pod
+// can no longer get there (image missing, crash loop, failed — unless a
+// failed pod is what cond accepts), and on timeout; either way the error is
+// one line built from the pod's status and events.
+func (r *Runner) waitPod(ctx context.Context, ns, name string, timeout time.Duration, cond podCond) (*corev1.Pod, error) {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(r.poll())
+	defer t.Stop()
+	for {
+		pod, err := r.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			return nil, APIError("get", "pod "+name, err)
+		case cond(pod):
+			return pod, nil
+		case hopeless(pod):
+			return nil, errors.New(r.explain(ctx, pod))
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("not ready after %s: %s", timeout, r.explain(ctx, pod))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// explain fetches the pod's events and summarises; events are a best
+// effort (RBAC may hide them), the pod status alone often suffices.
+func (r *Runner) explain(ctx context.Context, pod *corev1.Pod) string {
+	ev, err := r.Client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + pod.Name,
+	})
+	var items []corev1.Event
+	if err == nil {
+		items = ev.Items
+	}
+	msg := Explain(pod, items)
+	// A crashing container usually says why on its last line.
+	if c, previous := crashed(pod); c != "" {
+		if b, err := r.logsOpt(ctx, pod.Namespace, pod.Name, &corev1.PodLogOptions{Container: c, Previous: previous}); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			msg = oneLine(msg + "; log: " + lastLine(b))
+		}
+	}
+	return msg
+}
+
+// crashed names a container that exited non-zero, and whether that was a
+// previous instance (restarted since).
+func crashed(p *corev1.Pod) (container string, previous bool) {
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return cs.Name, false
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+				return cs.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// waitService waits until the Service has a ClusterIP and its
+// EndpointSlice lists the server pod as ready, then gives kube-proxy (or
+// the CNI's load balancer) a moment to program the node: there is no API
+// that says a node's rules are in place.
+func (r *Runner) waitService(ctx context.Context, ns, name, podIP string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		svc, err := r.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", APIError("get", "service "+name, err)
+		}
+		sl, err := r.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		if err != nil {
+			return "", APIError("list", "endpointslices of "+name, err)
+		}
+		if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone && sliceHasReady(sl.Items, podIP) {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(min(2*time.Second, 4*r.poll())):
+			}
+			return ip, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("service %s: no ready endpoint for %s after %s (is an endpoint controller running?)", name, podIP, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(r.poll()):
+		}
+	}
+}
+
+func sliceHasReady(slices []discoveryv1.EndpointSlice, ip string) bool {
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if a == ip {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// ensureNamespace creates the namespace unless it exists. It waits out a
+// namespace still terminating from an earlier run, since nothing can be
+// created in it. It reports whether this run created it (and so deletes it).
+func (r *Runner) ensureNamespace(ctx context.Context, ns, id string, timeout time.Duration) (bool, error) {
+	api := r.Client.CoreV1().Namespaces()
+	deadline := time.Now().Add(timeout)
+	for {
+		cur, err := api.Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err := api.Create(ctx, NamespaceSpec(ns, id), metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				return false, APIError("create", "namespace "+ns, err)
+			}
+			return true, nil
+		case apierrors.IsForbidden(err):
+			// Allowed into the namespace but not to read namespaces:
+			// use it as it is; creating pods will tell if it is missing.
+			return false, nil
+		case err != nil:
+			return false, APIError("get", "namespace "+ns, err)
+		case cur.Status.Phase != corev1.NamespaceTerminating:
+			return false, nil
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("namespace %s is still terminating after %s; wait, or pass --namespace", ns, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(r.poll()):
+		}
+	}
+}
+
+// deleteRun removes the run's objects; "not found" counts as removed, so it
+// is safe to call twice.
+func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) error {
+	err := deleteLabeled(ctx, r.Client, ns, RunSelector(id))
+	if err == nil {
+		// Pods linger while their containers stop; wait, so that the
+		// command returns with the cluster as it found it.
+		err = r.waitPodsGone(ctx, ns, RunSelector(id))
+	}
+	if deleteNS {
+		if derr := r.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+			err = errors.Join(err, APIError("delete", "namespace "+ns, derr))
+		}
+	}
+	return err
+}
+
+// waitPodsGone polls until no pod matches selector in ns, or ctx ends.
+func (r *Runner) waitPodsGone(ctx context.Context, ns, selector string) error {
+	for {
+		pods, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return APIError("list", "pods", err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pod(s) still terminating, e.g. %s", len(pods.Items), pods.Items[0].Name)
+		case <-time.After(r.poll()):
+		}
+	}
+}
+
+// deleteLabeled deletes the pods, services and daemonsets in ns (all
+// namespaces when ns is "") that match selector.
+func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector string) error {
+	lo := metav1.ListOptions{LabelSelector: selector}
+	bg := metav1.DeletePropagationBackground
+	do := metav1.DeleteOptions{PropagationPolicy: &bg}
+	var errs []error
+	gone := func(what string, err error) {
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, APIError("delete", what, err))
+		}
+	}
+	if ds, err := cs.AppsV1().DaemonSets(ns).List(ctx, lo); err != nil {
+		gone("daemonsets", err)
+	} else {
+		for _, d := range ds.Items {
+			gone("daemonset "+d.Namespace+"/"+d.Name, cs.AppsV1().DaemonSets(d.Namespace).Delete(ctx, d.Name, do))
+		}
+	}
+	if svcs, err := cs.CoreV1().Services(ns).List(ctx, lo); err != nil {
+		gone("services", err)
+	} else {
+		for _, s := range svcs.Items {
+			gone("service "+s.Namespace+"/"+s.Name, cs.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, do))
+		}
+	}
+	if pods, err := cs.CoreV1().Pods(ns).List(ctx, lo); err != nil {
+		gone("pods", err)
+	} else {
+		for _, p := range pods.Items {
+			gone("pod "+p.Namespace+"/"+p.Name, cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, do))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Clean deletes every object and namespace any cnibench run created, in
+// every namespace, and waits up to wait for the namespaces to be gone (0 =
+// do not wait). It returns what it deleted, as kind/namespace/name.
+func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duration) ([]string, error) {
+	lo := metav1.ListOptions{LabelSelector: ManagedSelector}
+	var removed []string
+	nss, err := cs.CoreV1().Namespaces().List(ctx, lo)
+	if err != nil && !apierrors.IsForbidden(err) {
+		return nil, APIError("list", "namespaces", err)
+	}
+	// Objects first, by listing: a namespace we may not list or delete can
+	// still hold cnibench objects we may delete.
+	var objs []string
+	if ds, err := cs.AppsV1().DaemonSets("").List(ctx, lo); err == nil {
+		for _, d := range ds.Items {
+			objs = append(objs, "daemonset/"+d.Namespace+"/"+d.Name)
+		}
+	}
+	if s, err := cs.CoreV1().Services("").List(ctx, lo); err == nil {
+		for _, x := range s.Items {
+			objs = append(objs, "service/"+x.Namespace+"/"+x.Name)
+		}
+	}
+	if p, err := cs.CoreV1().Pods("").List(ctx, lo); err == nil {
+		for _, x := range p.Items {
+			objs = append(objs, "pod/"+x.Namespace+"/"+x.Name)
+		}
+	}
+	if err := deleteLabeled(ctx, cs, "", ManagedSelector); err != nil {
+		return nil, err
+	}
+	removed = append(removed, objs...)
+	var pending []string
+	if nss != nil {
+		for _, n := range nss.Items {
+			if err := cs.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return removed, APIError("delete", "namespace "+n.Name, err)
+			}
+			removed = append(removed, "namespace/"+n.Name)
+			pending = append(pending, n.Name)
+		}
+	}
+	if wait <= 0 || len(pending) == 0 {
+		return removed, nil
+	}
+	deadline := time.Now().Add(wait)
+	for len(pending) > 0 {
+		var still []string
+		for _, n := range pending {
+			if _, err := cs.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{}); err == nil {
+				still = append(still, n)
+			} else if !apierrors.IsNotFound(err) {
+				return removed, APIError("get", "namespace "+n, err)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return removed, fmt.Errorf("namespaces still terminating after %s: %s", wait, strings.Join(pending, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return removed, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	return removed, nil
+}

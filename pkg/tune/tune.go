@@ -1,0 +1,354 @@
+// Package tune is cnibench's registry of host and datapath knobs: what each
+// knob reads and writes, what the source documents recommend for a latency or
+// a throughput profile, and how to apply it with a journal and roll it back.
+//
+// Knobs are grouped by family, one file each (sysctl_*.go, cpu.go, nic.go,
+// conntrack.go, ovs.go, kubeproxy.go, mtu.go). Every /proc, /sys and /dev
+// path goes through Env's roots, the way node_exporter's --path.procfs works,
+// so audits run on fixture trees in tests without root.
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cnibench/cnibench/pkg/lab/netns"
+)
+
+// Profile names a set of recommendations.
+type Profile string
+
+// The two profiles, named after the tuned profiles the Kube-OVN document
+// points to (network-latency, network-throughput).
+const (
+	Latency    Profile = "latency"
+	Throughput Profile = "throughput"
+)
+
+// Profiles lists every profile in display order.
+func Profiles() []Profile { return []Profile{Latency, Throughput} }
+
+// ParseProfile checks a user-given profile name.
+func ParseProfile(s string) (Profile, error) {
+	switch Profile(s) {
+	case Latency, Throughput:
+		return Profile(s), nil
+	}
+	return "", fmt.Errorf("unknown profile %q: use latency or throughput", s)
+}
+
+// Scope says where a knob lives, which decides who may change it.
+type Scope string
+
+const (
+	// ScopeHost knobs are global to the machine (CPU, /sys, non-namespaced sysctls).
+	ScopeHost Scope = "host"
+	// ScopeNetns knobs exist once per network namespace (most net.* sysctls).
+	ScopeNetns Scope = "netns"
+	// ScopeNIC knobs belong to one network interface (rings, offloads, IRQs).
+	ScopeNIC Scope = "nic"
+	// ScopeOVS knobs live in the Open vSwitch database.
+	ScopeOVS Scope = "ovs"
+)
+
+// Status is the verdict of an audit line.
+type Status string
+
+const (
+	StatusOK         Status = "ok"
+	StatusDiffers    Status = "differs"
+	StatusCannotRead Status = "cannot read"
+	// StatusNoRec means the knob was read but no source recommends a value
+	// for this profile; it is shown so the audit records it.
+	StatusNoRec Status = "no recommendation"
+)
+
+// Rec is one recommendation: the value and where it comes from.
+type Rec struct {
+	Value  string
+	Source string
+}
+
+// Current is one target's present value. Raw is what must be written back to
+// restore it exactly (for sysctls: the text as read, byte for byte); Absent
+// marks a setting that does not exist yet (an OVS other_config key), which
+// rollback restores by removing it.
+type Current struct {
+	Target string // "" for single-valued knobs; cpu0, eth0, eth0/rx-gro, irq 38 …
+	Value  string // for display
+	Raw    string
+	Absent bool
+	Err    error // could not read this target: the reason
+
+	hint string // knob-private: e.g. the maximum ring size or the CPU to pin to
+}
+
+// Knob is one entry of the registry.
+type Knob struct {
+	ID     string
+	Title  string
+	Family string
+	Scope  Scope
+	// Access names exactly what the knob reads and writes: a path relative to
+	// the configured roots, or the API used.
+	Access string
+	Risk   string
+	// AuditOnly knobs are never written by apply; Why says what to do instead.
+	AuditOnly bool
+	Why       string
+	// Recs holds the recommendation per profile; a profile without an entry
+	// has no sourced recommendation.
+	Recs map[Profile]Rec
+	// Source is shown when no profile recommendation applies (audit-only knobs).
+	Source string
+
+	// Read returns the current value of every target. An error means the
+	// knob as a whole cannot be read (missing driver, daemon not running).
+	Read func(e *Env) ([]Current, error)
+	// Judge compares a current value with a recommendation. It returns the
+	// status, the value apply would write (want) and a short reason.
+	// nil means: equal after whitespace normalisation.
+	Judge func(e *Env, cur Current, rec string) (st Status, want, why string)
+	// Write sets one target. value is either a want from Judge or a Raw from
+	// the journal; absent asks to remove the setting.
+	Write func(e *Env, target, value string, absent bool) error
+}
+
+// Env is where knobs read and write: the roots of /proc, /sys and /dev, the
+// network namespace for per-namespace knobs, and the APIs that talk to NICs
+// and Open vSwitch (replaceable in tests).
+type Env struct {
+	ProcRoot string // default /proc
+	SysRoot  string // default /sys
+	DevRoot  string // default /dev
+	// Netns, when set, runs per-namespace reads and writes inside that named
+	// namespace (through pkg/lab/netns.Do).
+	Netns string
+	// NIC talks ethtool to interfaces; nil uses the kernel (SIOCETHTOOL).
+	NIC NICTool
+	// OVSDB is the path of ovsdb-server's unix socket.
+	OVSDB string
+	// Rules counts kube-proxy rules; nil uses nftables netlink.
+	Rules RuleCounter
+	// Links lists tunnel and pod interfaces for the MTU check; nil uses netlink.
+	Links LinkLister
+	// LabNetns are extra namespaces (a lab's) whose MTUs are checked.
+	LabNetns []string
+}
+
+// DefaultEnv returns an Env on the real host.
+func DefaultEnv() *Env {
+	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", OVSDB: "/var/run/openvswitch/db.sock"}
+}
+
+// WithNetns returns a copy of e that works inside the named namespace.
+func (e *Env) WithNetns(name string) *Env {
+	c := *e
+	c.Netns = name
+	return &c
+}
+
+func (e *Env) proc(p ...string) string { return filepath.Join(append([]string{e.ProcRoot}, p...)...) }
+func (e *Env) sys(p ...string) string  { return filepath.Join(append([]string{e.SysRoot}, p...)...) }
+func (e *Env) dev(p ...string) string  { return filepath.Join(append([]string{e.DevRoot}, p...)...) }
+
+// do runs fn inside e.Netns, or in the caller's namespace when it is empty.
+// /proc/sys/net shows the namespace of the thread that opens the file, so the
+// open must happen on the switched thread.
+func (e *Env) do(fn func() error) error {
+	if e.Netns == "" {
+		return fn()
+	}
+	return netns.Do(e.Netns, fn)
+}
+
+func (e *Env) nic() NICTool {
+	if e.NIC == nil {
+		e.NIC = kernelNIC{}
+	}
+	return e.NIC
+}
+
+var registry []*Knob
+
+// register adds knobs from a family file's init.
+func register(ks ...*Knob) { registry = append(registry, ks...) }
+
+// familyOrder keeps the audit in a readable order: CPU first, then the
+// stack from the wire up.
+var familyOrder = []string{"cpu", "irq", "nic", "mtu", "net.core", "net.ipv4", "conntrack", "ovs", "kube-proxy"}
+
+// Knobs returns every registered knob, grouped by family.
+func Knobs() []*Knob {
+	rank := map[string]int{}
+	for i, f := range familyOrder {
+		rank[f] = i
+	}
+	out := append([]*Knob(nil), registry...)
+	sort.SliceStable(out, func(i, j int) bool { return rank[out[i].Family] < rank[out[j].Family] })
+	return out
+}
+
+// Lookup finds a knob by id.
+func Lookup(id string) (*Knob, error) {
+	for _, k := range registry {
+		if k.ID == id {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown knob %q: run `cnibench tune audit` to list knob ids", id)
+}
+
+// Select returns the knobs named in ids (all when ids is empty), checking
+// every name.
+func Select(ids []string) ([]*Knob, error) {
+	if len(ids) == 0 {
+		return Knobs(), nil
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		if _, err := Lookup(id); err != nil {
+			return nil, err
+		}
+		want[id] = true
+	}
+	var out []*Knob
+	for _, k := range Knobs() {
+		if want[k.ID] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Finding is one line of an audit: one target of one knob under one profile.
+type Finding struct {
+	Knob        string  `json:"knob"`
+	Title       string  `json:"title"`
+	Scope       Scope   `json:"scope"`
+	Netns       string  `json:"netns,omitempty"`
+	Target      string  `json:"target,omitempty"`
+	Profile     Profile `json:"profile"`
+	Current     string  `json:"current"`
+	Recommended string  `json:"recommended,omitempty"`
+	Status      Status  `json:"status"`
+	Why         string  `json:"why,omitempty"`
+	Source      string  `json:"source,omitempty"`
+	Access      string  `json:"access"`
+	AuditOnly   bool    `json:"audit_only,omitempty"`
+
+	want string
+	cur  Current
+	knob *Knob
+}
+
+// Audit reads every knob in ks and judges it against each profile.
+func Audit(e *Env, ks []*Knob, profiles []Profile) []Finding {
+	var out []Finding
+	for _, k := range ks {
+		curs, err := readKnob(e, k)
+		for _, p := range profiles {
+			rec, hasRec := k.Recs[p]
+			src := k.Source
+			if hasRec {
+				src = rec.Source
+			}
+			base := Finding{Knob: k.ID, Title: k.Title, Scope: k.Scope, Netns: e.Netns, Profile: p,
+				Source: src, Access: k.Access, AuditOnly: k.AuditOnly, knob: k}
+			if hasRec {
+				base.Recommended = rec.Value
+			}
+			if err != nil {
+				f := base
+				f.Status, f.Why = StatusCannotRead, err.Error()
+				out = append(out, f)
+				continue
+			}
+			for _, c := range curs {
+				f := base
+				f.Target, f.Current, f.cur = c.Target, c.Value, c
+				switch {
+				case c.Err != nil:
+					f.Status, f.Why = StatusCannotRead, c.Err.Error()
+				case !hasRec:
+					f.Status = StatusNoRec
+					if k.Why != "" {
+						f.Why = k.Why
+					}
+				default:
+					f.Status, f.want, f.Why = judge(e, k, c, rec.Value)
+					if f.Why == "" && k.AuditOnly && f.Status == StatusDiffers {
+						f.Why = k.Why
+					}
+				}
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+func readKnob(e *Env, k *Knob) (curs []Current, err error) {
+	read := func() error {
+		var rerr error
+		curs, rerr = k.Read(e)
+		return rerr
+	}
+	if k.Scope == ScopeNetns {
+		err = e.do(read)
+	} else {
+		err = read()
+	}
+	return curs, err
+}
+
+func judge(e *Env, k *Knob, c Current, rec string) (Status, string, string) {
+	if k.Judge != nil {
+		return k.Judge(e, c, rec)
+	}
+	if norm(c.Value) == norm(rec) {
+		return StatusOK, "", ""
+	}
+	return StatusDiffers, rec, ""
+}
+
+// norm collapses runs of whitespace so "4096\t131072" equals "4096 131072".
+func norm(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// readFile reads a small kernel file whole.
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", explain(err)
+	}
+	return string(b), nil
+}
+
+// writeFile writes a value to a kernel file in one write(2), as sysctl(8)
+// does. O_TRUNC is ignored by procfs and sysfs and keeps fixture files exact.
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return explain(err)
+	}
+	_, werr := f.Write([]byte(value))
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return cerr
+}
+
+// explain turns a missing file into a reason a user can act on.
+func explain(err error) error {
+	var pe *os.PathError
+	if errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe) {
+		return fmt.Errorf("%s does not exist", pe.Path)
+	}
+	return err
+}

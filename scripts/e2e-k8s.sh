@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# End-to-end tier for `cnibench k8s` against a real Kubernetes v1.31 on this
+# machine (k8slab: control plane on the host, nodes as network namespaces).
+#
+#   image build -> k8slab import -> k8s run (all four scenarios, 2 nodes)
+#   -> results in the store -> report -> error and Ctrl-C paths clean up
+#   -> k8s audit -> k8s clean leaves nothing
+#
+# Needs root. The cluster is purged on exit, whatever happens. K8SLAB may
+# point at the k8slab script; otherwise ../shared/k8slab next to the repo
+# (or next to the worktree folder) is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
+
+fail() { echo "e2e-k8s: FAIL: $*" >&2; exit 1; }
+step() { echo "e2e-k8s: [$(date -u +%T)] $*"; }
+ns_phase() { kubectl get ns "$1" -o jsonpath='{.status.phase}' 2>/dev/null || true; }
+
+[ "$(id -u)" = 0 ] || fail "needs root (k8slab runs kubelets and containerd)"
+if [ -z "${K8SLAB:-}" ]; then
+  for c in "$ROOT/../shared/k8slab/k8slab" "$ROOT/../../shared/k8slab/k8slab"; do
+    if [ -x "$c" ]; then K8SLAB=$(readlink -f "$c"); break; fi
+  done
+fi
+[ -n "${K8SLAB:-}" ] && [ -x "$K8SLAB" ] || fail "k8slab not found: set K8SLAB=/path/to/k8slab/k8slab"
+[ -x "$BIN" ] || fail "$BIN missing: run make build"
+
+TMP=$(mktemp -d /tmp/cnb-e2e-k8s.XXXXXX)
+export CNIBENCH_DB=$TMP/results.db
+cleanup() {
+  rc=$?
+  step "tearing down (k8slab down --purge)"
+  "$K8SLAB" down --purge >"$TMP/down.log" 2>&1 || { echo "e2e-k8s: k8slab down failed:"; tail -5 "$TMP/down.log"; }
+  rm -rf "$TMP"
+  exit $rc
+}
+trap cleanup EXIT
+
+step "k8slab install + build (a no-op when the cache is warm)"
+"$K8SLAB" install >"$TMP/install.log" 2>&1 || { tail -20 "$TMP/install.log"; fail "k8slab install"; }
+"$K8SLAB" build >"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log"; fail "k8slab build"; }
+step "NODES=2 k8slab up"
+NODES=2 "$K8SLAB" up >"$TMP/up.log" 2>&1 || { tail -20 "$TMP/up.log"; fail "k8slab up"; }
+eval "$("$K8SLAB" env)"
+kubectl get nodes -o wide
+
+step "cnibench image build + k8slab import"
+"$BIN" image build -o "$TMP/cnibench-image.tar" | tee "$TMP/image.txt"
+REF=$(sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p' "$TMP/image.txt")
+[ -n "$REF" ] || fail "image build printed no reference"
+"$BIN" image build -o "$TMP/again.tar" >/dev/null
+cmp -s "$TMP/cnibench-image.tar" "$TMP/again.tar" || fail "image build is not reproducible"
+"$K8SLAB" import "$TMP/cnibench-image.tar" | tee "$TMP/import.txt"
+[ "$(grep -c "imported $REF" "$TMP/import.txt")" = 2 ] || fail "image $REF not imported into both nodes"
+
+"$BIN" k8s info | tee "$TMP/info.txt"
+grep -q "Kubernetes v1.31" "$TMP/info.txt" || fail "k8s info: no version"
+
+step "k8s run: all four scenarios, 2 repeats"
+TESTS=tcp_lat,udp_lat,tcp_crr,tcp_bw,udp_bw
+"$BIN" k8s run --image-pull-policy Never --scenarios all --test $TESTS --msg-size 64 \
+  --duration 1s --warmup 200ms --repeats 2 --json >"$TMP/run.json" 2> >(tee "$TMP/run.log" >&2) \
+  || fail "k8s run exited $?"
+NAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/run.json")
+jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/run.json" >/dev/null || fail "a client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/run.json")"
+jq -e '.plan.placements | map(select(.skip)) | length == 0' "$TMP/run.json" >/dev/null || fail "a scenario was skipped on a 2-node cluster"
+# Placement as promised: same node together, the others across the two nodes.
+jq -e '.plan.placements[] | select(.scenario=="pod-same-node") | .client_node == .server_node' "$TMP/run.json" >/dev/null || fail "pod-same-node not on one node"
+for s in pod-cross-node host-network service; do
+  jq -e --arg s $s '.plan.placements[] | select(.scenario==$s) | .client_node != .server_node' "$TMP/run.json" >/dev/null || fail "$s not across nodes"
+done
+# Each scenario measured the right target: pod IP, node IP, ClusterIP.
+jq -e '[.samples[] | select(.scenario=="service") | .target | startswith("10.96.")] | all' "$TMP/run.json" >/dev/null || fail "service did not go through a ClusterIP"
+jq -e '[.samples[] | select(.scenario=="host-network") | .target | startswith("10.250.0.")] | all' "$TMP/run.json" >/dev/null || fail "host-network did not target a node IP"
+jq -e '[.samples[] | select(.scenario|test("^pod-")) | .target | startswith("10.244.")] | all' "$TMP/run.json" >/dev/null || fail "pod scenarios did not target pod IPs"
+
+step "results stored"
+want=$((4 * 5 * 2))
+got=$(sqlite3 "$CNIBENCH_DB" "SELECT COUNT(*) FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.name='$NAME' AND s.result_json IS NOT NULL AND s.error=''")
+[ "$got" = "$want" ] || fail "store holds $got good samples of $NAME, want $want"
+sqlite3 "$CNIBENCH_DB" "SELECT kind, complete, baseline FROM runs WHERE name='$NAME'" | grep -qx 'k8s|1|host-network' || fail "run row not kind k8s / complete / host baseline"
+[ "$(sqlite3 "$CNIBENCH_DB" "SELECT COUNT(*) FROM arms a JOIN runs r ON r.id=a.run_id WHERE r.name='$NAME'")" = 4 ] || fail "want 4 arms"
+
+if "$BIN" report --help >/dev/null 2>&1; then
+  step "report"
+  "$BIN" report "$NAME" | tee "$TMP/report.txt"
+  for s in pod-same-node pod-cross-node host-network service; do
+    grep -q "$s" "$TMP/report.txt" || fail "report lacks $s"
+  done
+else
+  fail "cnibench report is not in this binary"
+fi
+
+step "node choice: --client-node/--server-node are honoured"
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node --client-node k8slab-n2 --server-node k8slab-n1 \
+  --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms --json >"$TMP/swap.json" 2>"$TMP/swap.log" \
+  || fail "run with chosen nodes: $(tail -1 "$TMP/swap.log")"
+jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8slab-n1"' "$TMP/swap.json" >/dev/null \
+  || fail "chosen nodes not used: $(jq -c '.plan.placements' "$TMP/swap.json")"
+jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/swap.json" >/dev/null || fail "chosen-node run gave no result"
+
+step "one schedulable node: two-node scenarios are skipped with the reason"
+kubectl cordon k8slab-n2 >/dev/null
+"$BIN" k8s run --image-pull-policy Never --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms \
+  --json >"$TMP/one.json" 2>"$TMP/one.log" || { kubectl uncordon k8slab-n2 >/dev/null; fail "one-node run: $(tail -1 "$TMP/one.log")"; }
+kubectl uncordon k8slab-n2 >/dev/null
+for s in pod-cross-node host-network; do
+  jq -e --arg s $s '.plan.placements[] | select(.scenario==$s) | .skip | test("needs two schedulable nodes")' "$TMP/one.json" >/dev/null \
+    || fail "$s not skipped with a reason on one node"
+done
+[ "$(jq '[.samples[].scenario] | unique | length' "$TMP/one.json")" = 2 ] || fail "one-node run should measure pod-same-node and service"
+grep -q "pod-cross-node: skipped: needs two schedulable nodes" "$TMP/one.log" || fail "skip not reported on stderr"
+
+step "error path: missing image is reported in one line and leaves nothing"
+if "$BIN" k8s run --image-pull-policy Never --image localhost/cnibench:does-not-exist --scenarios pod-same-node \
+     --test tcp_lat --msg-size 64 --duration 1s --ready-timeout 60s >/dev/null 2>"$TMP/err.log"; then
+  fail "run with a missing image succeeded"
+fi
+tail -1 "$TMP/err.log"
+tail -1 "$TMP/err.log" | grep -q "image pull error on node k8slab-n1: ErrImageNeverPull" || fail "missing image not explained"
+[ -z "$(kubectl get pods,svc -A -l app.kubernetes.io/managed-by=cnibench -o name)" ] || fail "failed run left objects"
+# The namespace it created is deleted too (it may still be terminating).
+[ "$(ns_phase cnibench)" != Active ] || fail "failed run left its namespace active"
+
+step "Ctrl-C path: SIGINT during the run deletes what it created"
+"$BIN" k8s run --image-pull-policy Never --scenarios all --test tcp_lat --msg-size 64 --duration 20s \
+  --repeats 3 >/dev/null 2>"$TMP/int.log" &
+pid=$!
+for _ in $(seq 1 120); do
+  [ -n "$(kubectl get pods -n cnibench -l cnibench.io/role=client -o name 2>/dev/null)" ] && break
+  sleep 0.5
+done
+[ -n "$(kubectl get pods -n cnibench -l cnibench.io/role=client -o name 2>/dev/null)" ] || fail "no client pod appeared"
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+[ $rc = 1 ] || fail "interrupted run exited $rc, want 1"
+grep -q "interrupted" "$TMP/int.log" || fail "interrupted run did not say so: $(tail -1 "$TMP/int.log")"
+[ -z "$(kubectl get pods,svc -A -l app.kubernetes.io/managed-by=cnibench -o name)" ] || fail "interrupted run left objects"
+[ "$(ns_phase cnibench)" != Active ] || fail "interrupted run left its namespace active"
+sqlite3 "$CNIBENCH_DB" "SELECT complete FROM runs ORDER BY id DESC LIMIT 1" | grep -qx 0 || fail "interrupted run stored as complete"
+
+if "$BIN" tune audit --help >/dev/null 2>&1; then
+  step "k8s audit: tune audit on every node"
+  "$BIN" k8s audit --image-pull-policy Never | tee "$TMP/audit.txt"
+  head -1 "$TMP/audit.txt" | grep -q "k8slab-n1.*k8slab-n2" || fail "audit table lacks a node column"
+  [ "$(wc -l <"$TMP/audit.txt")" -gt 3 ] || fail "audit table has no knobs"
+  grep -q "no audit" "$TMP/audit.txt" && fail "a node's audit failed"
+else
+  echo "e2e-k8s: k8s audit: SKIPPED: this binary has no 'cnibench tune audit'"
+fi
+
+step "k8s clean leaves nothing"
+kubectl create namespace cnb-e2e-leftover >/dev/null
+kubectl label namespace cnb-e2e-leftover app.kubernetes.io/managed-by=cnibench >/dev/null
+"$BIN" k8s clean
+kubectl get ns
+kubectl get ns -l app.kubernetes.io/managed-by=cnibench -o name | grep -q . && fail "cnibench namespaces left"
+[ -z "$(kubectl get pods,svc,ds -A -l app.kubernetes.io/managed-by=cnibench -o name)" ] || fail "cnibench objects left"
+step "PASS"
