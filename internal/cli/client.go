@@ -45,13 +45,11 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 		}
 		p.tests = append(p.tests, t)
 	}
-	for _, sz := range strings.Split(f.sizes, ",") {
-		n, err := units.ParseSize(sz)
-		if err != nil {
-			return nil, fmt.Errorf("--msg-size: %w", err)
-		}
-		p.sizes = append(p.sizes, n)
+	sizes, err := engine.ParseSizes(f.sizes)
+	if err != nil {
+		return nil, fmt.Errorf("--msg-size: %w", err)
 	}
+	p.sizes = sizes
 	for _, t := range p.tests {
 		for _, size := range p.sizes {
 			if err := engine.CheckSize(t, size); err != nil {
@@ -72,7 +70,6 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 		return nil, fmt.Errorf("--port %d: must be 1-65535", f.port)
 	}
 	if f.rate != "" {
-		var err error
 		if p.rate, err = units.ParseRate(f.rate); err != nil {
 			return nil, fmt.Errorf("--rate: %w", err)
 		}

@@ -6,11 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,35 +20,8 @@ import (
 // Privileged tests: the built binary as server in namespace A and client in
 // namespace B of a veth pair (internal/testns). They skip when not root.
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// cnibenchBin returns $CNIBENCH_BIN (set by make test) or builds the binary.
-func cnibenchBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CNIBENCH_BIN"); p != "" {
-		return p
-	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cnibench-test-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "cnibench")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/cnibench/cnibench/cmd/cnibench").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build cnibench: %v: %s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+// cnibenchBin is the binary the privileged tests run (testns.Binary).
+func cnibenchBin(t *testing.T) string { return testns.Binary(t) }
 
 // serveIn starts `cnibench server` in ns and waits until it listens.
 func serveIn(t *testing.T, ns, listen string) *exec.Cmd {
