@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -202,8 +203,8 @@ func printTable(w io.Writer, set *result.Set) error {
 	}
 	for _, r := range set.Results {
 		if r.UDP != nil {
-			fmt.Fprintf(w, "%s %s: udp sent %d received %d lost %d out-of-order %d duplicated %d", r.Test, sizeString(r.MsgSizeBytes),
-				r.UDP.Sent, r.UDP.Received, r.UDP.Lost, r.UDP.OutOfOrder, r.UDP.Duplicated)
+			fmt.Fprintf(w, "%s %s: udp sent %d received %d lost %d out-of-order %s duplicated %s", r.Test, sizeString(r.MsgSizeBytes),
+				r.UDP.Sent, r.UDP.Received, r.UDP.Lost, countOrDash(r.UDP.OutOfOrder), countOrDash(r.UDP.Duplicated))
 			if r.UDP.KernelRcvbufErrors != nil {
 				fmt.Fprintf(w, "; server kernel RcvbufErrors %d", *r.UDP.KernelRcvbufErrors)
 			}
@@ -218,4 +219,12 @@ func sizeString(n int) string {
 		return fmt.Sprintf("%dK", n/1024)
 	}
 	return fmt.Sprint(n)
+}
+
+// countOrDash prints a count, or "-" when it was not measured.
+func countOrDash(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*p, 10)
 }

@@ -17,7 +17,7 @@ func TestClientFlagErrors(t *testing.T) {
 		{[]string{"client"}, "--server HOST is required"},
 		{[]string{"client", "--server", "h", "--test", "tcp_lat,tcp_rr"}, `unknown test "tcp_rr"`},
 		{[]string{"client", "--server", "h", "--msg-size", "1Q"}, `bad size "1Q"`},
-		{[]string{"client", "--server", "h", "--test", "udp_bw", "--msg-size", "1"}, "udp_bw needs at least 8 bytes"},
+		{[]string{"client", "--server", "h", "--test", "udp_bw", "--msg-size", "70000"}, "a UDP datagram carries at most 65507 bytes"},
 		{[]string{"client", "--server", "h", "--rate", "fast"}, `bad rate "fast"`},
 		{[]string{"client", "--server", "h", "--rate", "NaN"}, `--rate "NaN"`},
 		{[]string{"client", "--server", "h", "--duration", "0s"}, "--duration 0s: must be > 0"},

@@ -33,7 +33,7 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 		{[]string{"--scenarios", "pod-same-node,nodeport"}, `unknown scenario "nodeport"`},
 		{[]string{"--test", "tcp_rr"}, `--test "tcp_rr"`},
 		{[]string{"--msg-size", "1,huge"}, "--msg-size"},
-		{[]string{"--test", "udp_bw", "--msg-size", "1"}, "--msg-size for udp_bw"},
+		{[]string{"--test", "udp_bw", "--msg-size", "70000"}, "--msg-size for udp_bw"},
 		{[]string{"--repeats", "0"}, "--repeats"},
 		{[]string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
 	} {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -65,7 +67,8 @@ func assemble(r *result.Result, o *ClientOptions, streams []*stream, rep *Report
 	}
 	switch o.Test {
 	case result.UDPLat:
-		u := &result.UDP{Sent: sent, Received: txns, Lost: lost, OutOfOrder: late}
+		u := &result.UDP{Sent: sent, Received: txns, Lost: lost, OutOfOrder: result.I(late)}
+		r.SetMissing("udp.duplicated", "udp_lat waits for one reply at a time; a reply to an earlier request counts as out of order")
 		if sent > 0 {
 			u.LossPct = 100 * float64(lost) / float64(sent)
 		}
@@ -79,6 +82,7 @@ func assemble(r *result.Result, o *ClientOptions, streams []*stream, rep *Report
 			tot.Received += c.Received
 			tot.OutOfOrder += c.OutOfOrder
 			tot.Duplicated += c.Duplicated
+			tot.CountOnly = tot.CountOnly || c.CountOnly
 			if c.JitterNs != nil {
 				jit += *c.JitterNs
 				nj++
@@ -88,6 +92,11 @@ func assemble(r *result.Result, o *ClientOptions, streams []*stream, rep *Report
 			tot.JitterNs = result.F(jit / float64(nj)) // mean of the streams' jitter
 		}
 		r.UDP = udpBW(sent, tot)
+		if tot.CountOnly {
+			why := fmt.Sprintf("a %d-byte datagram has no room for a sequence number (%d bytes needed); datagrams were only counted, loss = sent - received", o.MsgSize, udpHdrMin)
+			r.SetMissing("udp.out_of_order", why)
+			r.SetMissing("udp.duplicated", why)
+		}
 		if r.UDP.JitterNs == nil {
 			r.SetMissing("udp.jitter_ns", "needs --msg-size ≥ 16 to carry a send timestamp")
 		}
@@ -153,8 +162,10 @@ func throughput(o *ClientOptions, sent, recv int64, wall, srvSeconds float64) *r
 }
 
 func udpBW(sent int64, c UDPCount) *result.UDP {
-	u := &result.UDP{Sent: sent, Received: c.Received, Lost: sent - c.Received, OutOfOrder: c.OutOfOrder,
-		Duplicated: c.Duplicated, JitterNs: c.JitterNs}
+	u := &result.UDP{Sent: sent, Received: c.Received, Lost: sent - c.Received, JitterNs: c.JitterNs}
+	if !c.CountOnly {
+		u.OutOfOrder, u.Duplicated = result.I(c.OutOfOrder), result.I(c.Duplicated)
+	}
 	if sent > 0 {
 		u.LossPct = 100 * float64(u.Lost) / float64(sent)
 	}

@@ -66,7 +66,7 @@ func TestHistAllocatesNothing(t *testing.T) {
 }
 
 func TestSeqTracker(t *testing.T) {
-	tr := newSeqTracker(true)
+	tr := newSeqTracker(true, false)
 	// 0 1 3 2 2 5 7 6: 4 never arrives; 2 arrives twice; 2 and 6 are late
 	for _, s := range []uint64{0, 1, 3, 2, 2, 5, 7, 6} {
 		tr.add(s, 0, 1000) // constant transit: no jitter
@@ -82,7 +82,7 @@ func TestSeqTracker(t *testing.T) {
 		t.Errorf("jitter with constant transit: %v", c.JitterNs)
 	}
 	// RFC 3550: transit alternating by 1600 ns converges toward 1600
-	j := newSeqTracker(true)
+	j := newSeqTracker(true, false)
 	for i := uint64(0); i < 2000; i++ {
 		j.add(i, 0, int64(i%2)*1600)
 	}
@@ -90,7 +90,7 @@ func TestSeqTracker(t *testing.T) {
 		t.Errorf("jitter %v, want ~1600", v)
 	}
 	// a jump beyond the window forgets old bits; a very late one is counted once
-	w := newSeqTracker(false)
+	w := newSeqTracker(false, false)
 	w.add(0, 0, 0)
 	w.add(seqWindow+10, 0, 0)
 	w.add(10, 0, 0) // inside the window: not seen before
@@ -110,5 +110,22 @@ func TestSeqBytes(t *testing.T) {
 	putSeq(b, 1<<40+7)
 	if !seqMatches(b, 1<<40+7) || seqMatches(b, 7) {
 		t.Error("8-byte sequence")
+	}
+}
+
+// Short datagrams carry only the measured flag in their first byte.
+func TestShortDatagramHeader(t *testing.T) {
+	b := make([]byte, 1)
+	putUDPHdr(b, 5|measuredBit, 0)
+	if b[0] != 0x80 {
+		t.Errorf("measured 1-byte datagram = %#x, want 0x80", b[0])
+	}
+	putUDPHdr(b, 5, 0)
+	if b[0] != 0x00 {
+		t.Errorf("warmup 1-byte datagram = %#x, want 0x00", b[0])
+	}
+	c := newSeqTracker(false, true).count()
+	if !c.CountOnly {
+		t.Error("count-only tracker does not say so")
 	}
 }

@@ -156,6 +156,9 @@ type UDPCount struct {
 	OutOfOrder int64    `json:"out_of_order"`
 	Duplicated int64    `json:"duplicated"`
 	JitterNs   *float64 `json:"jitter_ns"`
+	// CountOnly: the datagrams were too short for sequence numbers, so
+	// OutOfOrder and Duplicated were not measured.
+	CountOnly bool `json:"count_only,omitempty"`
 }
 
 // writeMsg sends one length-prefixed JSON frame.

@@ -359,8 +359,6 @@ func CheckSize(test string, size int) error {
 		return fmt.Errorf("message size %d: must be at least 1 byte", size)
 	case (test == result.UDPLat || test == result.UDPBW) && size > 65507:
 		return fmt.Errorf("message size %d: a UDP datagram carries at most 65507 bytes", size)
-	case test == result.UDPBW && size < udpHdrMin:
-		return fmt.Errorf("message size %d: udp_bw needs at least %d bytes for its sequence number", size, udpHdrMin)
 	case size > 16<<20:
 		return fmt.Errorf("message size %d: at most 16M", size)
 	}
@@ -483,7 +481,7 @@ func (ss *session) runUDP(i, fd int) {
 		echoUDP(fd, &ss.stop)
 		return
 	}
-	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS)
+	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS, ss.setup.MsgSize < udpHdrMin)
 	ss.trackers[i] = t
 	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, &ss.stop)
 }
@@ -717,7 +715,14 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop
 		for i := range n {
 			l := int(b.hdrs[i].n)
 			p := b.bufs[i][:l]
-			if l < udpHdrMin || p[0] == 'C' { // short, or a retried hello
+			if l == 0 || p[0] == 'C' { // empty, or a retried hello
+				continue
+			}
+			if l < udpHdrMin {
+				if t.countOnly && p[0]&0x80 != 0 { // a measured short datagram
+					t.received++
+					got += int64(l)
+				}
 				continue
 			}
 			seq := binary.BigEndian.Uint64(p)

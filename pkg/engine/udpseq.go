@@ -15,7 +15,16 @@ const (
 	measuredBit = uint64(1) << 63
 )
 
+// Datagrams shorter than udpHdrMin (the 1-byte udp_bw of the qperf tables)
+// carry only the sequence number's top byte: 0x80 marks the measured
+// interval, 0x00 the warmup. The receiver can then only count them
+// (loss = sent - received); order and duplicates are not knowable.
+
 func putUDPHdr(b []byte, seq uint64, sendNs int64) {
+	if len(b) < udpHdrMin {
+		b[0] = byte(seq >> 56)
+		return
+	}
 	binary.BigEndian.PutUint64(b, seq)
 	if len(b) >= udpHdrTS {
 		binary.BigEndian.PutUint64(b[8:], uint64(sendNs))
@@ -38,9 +47,14 @@ type seqTracker struct {
 	lastTransit int64
 	haveTransit bool
 	withTS      bool
+	// countOnly: datagrams too short for a sequence number are only counted.
+	countOnly bool
 }
 
-func newSeqTracker(withTS bool) *seqTracker {
+func newSeqTracker(withTS, countOnly bool) *seqTracker {
+	if countOnly {
+		return &seqTracker{countOnly: true}
+	}
 	return &seqTracker{seen: make([]uint64, seqWindow/64), withTS: withTS}
 }
 
@@ -99,7 +113,7 @@ func (t *seqTracker) add(seq uint64, sendNs, arriveNs int64) {
 }
 
 func (t *seqTracker) count() UDPCount {
-	c := UDPCount{Received: t.received, OutOfOrder: t.ooo, Duplicated: t.dup}
+	c := UDPCount{Received: t.received, OutOfOrder: t.ooo, Duplicated: t.dup, CountOnly: t.countOnly}
 	if t.withTS && t.haveTransit {
 		j := t.jitter
 		c.JitterNs = &j

@@ -133,8 +133,11 @@ type UDP struct {
 	Sent       int64    `json:"sent"`
 	Received   int64    `json:"received"`
 	Lost       int64    `json:"lost"`
-	OutOfOrder int64    `json:"out_of_order"`
-	Duplicated int64    `json:"duplicated"`
+	// OutOfOrder and Duplicated need a sequence number per datagram; they
+	// are null (with the reason in Missing) when the tool or the message
+	// size gives none.
+	OutOfOrder *int64   `json:"out_of_order"`
+	Duplicated *int64   `json:"duplicated"`
 	LossPct    float64  `json:"loss_pct"`
 	JitterNs   *float64 `json:"jitter_ns"`
 	// Deltas of /proc/net/snmp Udp counters over the measured interval, in

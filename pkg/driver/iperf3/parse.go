@@ -279,7 +279,7 @@ func fillUDP(r *result.Result, o *Output) error {
 			su := st.UDP
 			stream := result.Stream{ID: i, Throughput: &result.Throughput{SenderBps: su.BitsPerSecond, BytesSent: su.Bytes}}
 			if su.Packets != nil && su.LostPackets != nil {
-				stream.UDP = &result.UDP{Received: *su.Packets - *su.LostPackets, Lost: *su.LostPackets, OutOfOrder: *su.OutOfOrder}
+				stream.UDP = &result.UDP{Received: *su.Packets - *su.LostPackets, Lost: *su.LostPackets, OutOfOrder: result.I(*su.OutOfOrder)}
 				if su.LostPercent != nil {
 					stream.UDP.LossPct = *su.LostPercent
 				}
@@ -291,7 +291,7 @@ func fillUDP(r *result.Result, o *Output) error {
 		}
 	}
 	if haveOOO {
-		u.OutOfOrder = ooo
+		u.OutOfOrder = result.I(ooo)
 	} else {
 		r.SetMissing("udp.out_of_order", "iperf3 reported no out_of_order per stream")
 	}

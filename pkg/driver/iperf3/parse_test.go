@@ -99,7 +99,7 @@ func TestParseUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := r.UDP
-	if u.Sent != 86620 || u.Lost != 49417 || u.Received != 86620-49417 || u.OutOfOrder != 0 {
+	if u.Sent != 86620 || u.Lost != 49417 || u.Received != 86620-49417 || u.OutOfOrder == nil || *u.OutOfOrder != 0 {
 		t.Fatalf("udp %+v", u)
 	}
 	if u.LossPct != 57.0503347956592 {

@@ -201,7 +201,7 @@ func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 	if spec.Test == result.UDPLat {
 		if rep.haveCounts {
 			u := &result.UDP{Sent: rep.ValidSent, Received: rep.ValidReceived, Lost: rep.Dropped,
-				Duplicated: rep.Duplicated, OutOfOrder: rep.OutOfOrder}
+				Duplicated: result.I(rep.Duplicated), OutOfOrder: result.I(rep.OutOfOrder)}
 			if rep.ValidSent > 0 {
 				u.LossPct = 100 * float64(rep.Dropped) / float64(rep.ValidSent)
 			}
