@@ -5,6 +5,7 @@ package units
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -63,7 +64,7 @@ func ParseRate(s string) (float64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("bad rate %q: want bits per second like 0 (unlimited), 100M, 2G", s)
 	}
 	return v * mult, nil

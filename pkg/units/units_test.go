@@ -26,7 +26,7 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1M", "fast", "1T"} {
+	for _, bad := range []string{"", "-1M", "fast", "1T", "NaN", "nanM", "Inf", "+InfG"} {
 		if _, err := ParseRate(bad); err == nil {
 			t.Errorf("ParseRate(%q) accepted", bad)
 		}
