@@ -130,9 +130,9 @@ type Throughput struct {
 // UDP is the receiver's accounting by sequence number, plus the kernel's
 // own drop counters in the receiver's network namespace.
 type UDP struct {
-	Sent       int64    `json:"sent"`
-	Received   int64    `json:"received"`
-	Lost       int64    `json:"lost"`
+	Sent     int64 `json:"sent"`
+	Received int64 `json:"received"`
+	Lost     int64 `json:"lost"`
 	// OutOfOrder and Duplicated need a sequence number per datagram; they
 	// are null (with the reason in Missing) when the tool or the message
 	// size gives none.
