@@ -31,6 +31,10 @@ run: deps build
 	./$(BIN) run experiments/default.yaml
 
 # Issue 4's target: a report over 100 stored runs renders in ≤ 2 s.
+# Every performance benchmark: engine vs reference tools, lab build speed,
+# report rendering. Targets and measured figures are in docs/.
+bench: bench-engine bench-lab bench-report
+
 bench-report:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./pkg/report
 
