@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -332,5 +333,43 @@ func TestVethUDPKernelDrops(t *testing.T) {
 	}
 	if u.Lost != *u.KernelInErrors {
 		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace", u.Lost, *u.KernelInErrors)
+	}
+}
+
+// TestVethCRRLeavesNoClientTimeWait: the client waits for the server's FIN,
+// so TIME_WAIT stays on the server's side and back-to-back tcp_crr runs do
+// not exhaust the client's ephemeral ports.
+func TestVethCRRLeavesNoClientTimeWait(t *testing.T) {
+	p := testns.NewPair(t)
+	serveIn(t, p.A, p.AIP.String()+":7420")
+	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "tcp_crr", "--duration", "1s", "--warmup", "100ms", "--json")
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	r := decodeSet(t, out).Results[0]
+	if r.Transactions == nil || r.Transactions.Count < 100 {
+		t.Fatalf("too few transactions to tell: %+v", r.Transactions)
+	}
+	countTW := func(ns string) (n int) {
+		err := netns.Do(ns, func() error {
+			// thread-self: /proc/self/net would show the process's
+			// namespace, not this thread's.
+			b, err := os.ReadFile("/proc/thread-self/net/tcp")
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				if f := strings.Fields(line); len(f) > 3 && f[3] == "06" {
+					n++
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	client, server := countTW(p.B), countTW(p.A)
+	t.Logf("%d transactions; TIME_WAIT client %d, server %d", r.Transactions.Count, client, server)
+	if client > int(r.Transactions.Count/100) {
+		t.Errorf("client holds %d TIME_WAIT sockets after %d connections: its ports will run out", client, r.Transactions.Count)
 	}
 }
