@@ -105,7 +105,8 @@ var (
 		"bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
 	}
-	countOne = map[string]float64{"": 1}
+	// qperf prints large counts rounded to three digits: "2.13 million".
+	countOne = map[string]float64{"": 1, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 	cpusPct  = map[string]float64{"% cpus": 1}
 )
 
@@ -296,7 +297,12 @@ func fromBlock(d Driver, spec driver.Spec, b Block) (*result.Result, error) {
 			r.SetMissing("throughput.receiver_pps", "qperf printed no recv_msgs (run with -vvs)")
 		}
 		if b.Test == result.UDPBW {
-			if okS && okR {
+			if okS && okR && (b.Fields["send_msgs"].Unit != "" || b.Fields["recv_msgs"].Unit != "") {
+				// sent - recv of two numbers rounded to three digits is noise,
+				// not a loss count.
+				r.SetMissing("udp", fmt.Sprintf("qperf printed rounded counts (send_msgs %q, recv_msgs %q); loss cannot be derived from them",
+					b.Fields["send_msgs"].Raw, b.Fields["recv_msgs"].Raw))
+			} else if okS && okR {
 				u := &result.UDP{Sent: int64(sent), Received: int64(recv), Lost: int64(sent - recv)}
 				if sent > 0 {
 					u.LossPct = 100 * (sent - recv) / sent

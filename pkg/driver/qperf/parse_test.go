@@ -233,3 +233,16 @@ func TestCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// qperf prints large counts rounded ("2.13 million"): they parse, but loss
+// derived from two rounded counts would be noise, so it is reported missing.
+func TestParseRoundedCounts(t *testing.T) {
+	r, err := Driver{}.Parse(spec("udp_bw", 1), read(t, "edited_million_counts.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "sender pps", r.Throughput.SenderPps, 2.13e6/r.DurationSeconds)
+	if r.UDP != nil || !strings.Contains(r.Missing["udp"], "rounded counts") {
+		t.Fatalf("loss from rounded counts: udp=%+v missing=%q", r.UDP, r.Missing["udp"])
+	}
+}
