@@ -19,7 +19,7 @@ func TestClientFlagErrors(t *testing.T) {
 		{[]string{"client", "--server", "h", "--msg-size", "1Q"}, `bad size "1Q"`},
 		{[]string{"client", "--server", "h", "--test", "udp_bw", "--msg-size", "70000"}, "a UDP datagram carries at most 65507 bytes"},
 		{[]string{"client", "--server", "h", "--rate", "fast"}, `bad rate "fast"`},
-		{[]string{"client", "--server", "h", "--rate", "NaN"}, `--rate "NaN"`},
+		{[]string{"client", "--server", "h", "--rate", "NaN"}, `--rate: bad rate "NaN"`},
 		{[]string{"client", "--server", "h", "--duration", "0s"}, "--duration 0s: must be > 0"},
 		{[]string{"client", "--server", "h", "--parallel", "0"}, "--parallel 0"},
 		{[]string{"client", "--server", "h", "--port", "70000"}, "--port 70000"},
