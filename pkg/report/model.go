@@ -608,7 +608,7 @@ func runFlags(run *store.Run, ss []store.Sample, m *Model) []Flag {
 	}
 	sort.Strings(names)
 	for _, g := range names {
-		hosts := strings.Join(govs[g], ", ")
+		hosts := hostList(govs[g])
 		switch g {
 		case "performance":
 		case "":
@@ -677,4 +677,14 @@ func (m *Model) MedianCV() (float64, int) {
 		}
 	}
 	return stats.Median(cvs), len(cvs)
+}
+
+// hostList names up to four hosts and counts the rest, so a Kubernetes run
+// with a pod per scenario and repeat does not print a paragraph of names.
+func hostList(hosts []string) string {
+	const show = 4
+	if len(hosts) <= show {
+		return strings.Join(hosts, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(hosts[:show], ", "), len(hosts)-show)
 }
