@@ -1,23 +1,16 @@
 package builtin
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/drivertest"
+
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-func read(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func read(t *testing.T, name string) []byte { t.Helper(); return drivertest.Golden(t, name) }
 
 func spec(test string, size int) driver.Spec {
 	return driver.Spec{Server: "127.0.0.1", Port: 17420, Test: test, MsgSize: size, Duration: time.Second}

@@ -2,25 +2,18 @@ package qperf
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/drivertest"
+
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
-func read(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func read(t *testing.T, name string) []byte { t.Helper(); return drivertest.Golden(t, name) }
 
 func spec(test string, size int) driver.Spec {
 	return driver.Spec{Server: "127.0.0.1", Port: 19770, Test: test, MsgSize: size, Duration: time.Second}
@@ -28,12 +21,7 @@ func spec(test string, size int) driver.Spec {
 
 func near(t *testing.T, what string, got *float64, want float64) {
 	t.Helper()
-	if got == nil {
-		t.Fatalf("%s: nil, want %v", what, want)
-	}
-	if math.Abs(*got-want) > 1e-9*math.Max(1, math.Abs(want)) {
-		t.Fatalf("%s = %v, want %v", what, *got, want)
-	}
+	drivertest.Near(t, what, got, want, 1e-9)
 }
 
 func TestParseLatencyGolden(t *testing.T) {
