@@ -19,12 +19,7 @@ func spec(test string, size int) driver.Spec {
 
 func eq(t *testing.T, what string, got *float64, want float64) {
 	t.Helper()
-	if got == nil {
-		t.Fatalf("%s: nil, want %v", what, want)
-	}
-	if math.Abs(*got-want) > 1e-6*math.Max(1, math.Abs(want)) {
-		t.Fatalf("%s = %v, want %v", what, *got, want)
-	}
+	drivertest.Near(t, what, got, want, 1e-6)
 }
 
 func TestParseFullRTT(t *testing.T) {
