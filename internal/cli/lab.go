@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/lab"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/spf13/cobra"
 )
 

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/spf13/cobra"
 )

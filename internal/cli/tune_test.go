@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cnibench/cnibench/pkg/lab"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/tune"

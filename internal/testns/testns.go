@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/vishvananda/netlink"
 )

@@ -3,7 +3,7 @@ package testns
 import (
 	"testing"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 )
 
 func TestPairCreatedAndRemoved(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 

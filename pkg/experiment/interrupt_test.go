@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
 )

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"

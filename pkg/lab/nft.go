@@ -6,7 +6,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/vishvananda/netlink"
 )
 

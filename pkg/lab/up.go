@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 

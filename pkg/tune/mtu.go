@@ -5,7 +5,7 @@ import (
 	"net"
 	"sort"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/vishvananda/netlink"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/vishvananda/netlink"
 )
 

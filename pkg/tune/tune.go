@@ -17,7 +17,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cnibench/cnibench/pkg/lab/netns"
+	"github.com/cnibench/cnibench/pkg/netns"
 )
 
 // Profile names a set of recommendations.
@@ -127,7 +127,7 @@ type Env struct {
 	SysRoot  string // default /sys
 	DevRoot  string // default /dev
 	// Netns, when set, runs per-namespace reads and writes inside that named
-	// namespace (through pkg/lab/netns.Do).
+	// namespace (through pkg/netns.Do).
 	Netns string
 	// NIC talks ethtool to interfaces; nil uses the kernel (SIOCETHTOOL).
 	NIC NICTool
