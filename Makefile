@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz clean
 
 all: build
 
@@ -54,3 +54,9 @@ bench-engine: deps build
 # all four k8s scenarios, store + report, error/Ctrl-C cleanup, audit, clean.
 e2e-k8s: deps build
 	./scripts/e2e-k8s.sh
+
+# Every fuzz target for FUZZTIME each (default 30s); CI runs a short pass.
+# Seed corpora and crashers (testdata/fuzz/) also run in every `go test`.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh

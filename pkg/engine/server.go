@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -343,8 +344,15 @@ func (s *Server) checkSetup(st *Setup) error {
 	if st.DurationNs <= 0 || st.WarmupNs < 0 {
 		return errors.New("duration must be > 0 and warmup ≥ 0")
 	}
-	if d := time.Duration(st.DurationNs + st.WarmupNs); d > s.o.MaxSession {
-		return fmt.Errorf("duration+warmup %v exceeds this server's session limit %v", d, s.o.MaxSession)
+	// Each term is bounded before they are added, so a hostile setup
+	// cannot overflow the sum into a negative (and so accepted) duration.
+	limit := int64(s.o.MaxSession)
+	if st.DurationNs > limit || st.WarmupNs > limit || st.DurationNs+st.WarmupNs > limit {
+		return fmt.Errorf("duration+warmup %v exceeds this server's session limit %v",
+			time.Duration(st.DurationNs)+time.Duration(st.WarmupNs), s.o.MaxSession)
+	}
+	if math.IsNaN(st.RateBps) || math.IsInf(st.RateBps, 0) || st.RateBps < 0 {
+		return fmt.Errorf("rate %v: must be a finite number ≥ 0", st.RateBps)
 	}
 	return nil
 }

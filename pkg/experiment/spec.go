@@ -106,6 +106,9 @@ const (
 	DefaultDuration = 3 * time.Second
 	DefaultWarmup   = 1 * time.Second
 	DefaultEngine   = "builtin"
+	// MaxRepeats bounds repeats so that a typo (repeats: 1000000000) is an
+	// error at parse time rather than a plan that exhausts memory.
+	MaxRepeats = 10000
 )
 
 // LoadFile reads and validates an experiment file.
@@ -209,8 +212,8 @@ func (e *Experiment) normalize() error {
 	if e.Repeats == 0 {
 		e.Repeats = DefaultRepeats
 	}
-	if e.Repeats < 1 {
-		return fmt.Errorf("field repeats: %d (want ≥ 1)", e.Repeats)
+	if e.Repeats < 1 || e.Repeats > MaxRepeats {
+		return fmt.Errorf("field repeats: %d (want 1-%d)", e.Repeats, MaxRepeats)
 	}
 	switch e.Order {
 	case "":

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in the module for FUZZTIME each (default 30s).
+# A crash leaves its input under the package's testdata/fuzz/<Target>/,
+# which `go test` then replays as a regression test: commit it with the fix.
+# Prints one line per target: package, target, executions, new inputs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZTIME=${FUZZTIME:-30s}
+fail=0
+for pkg in $(go list ./...); do
+  targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
+  for t in $targets; do
+    log=$(mktemp)
+    if go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1; then
+      execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+      echo "fuzz: ok   ${pkg#github.com/cnibench/cnibench/} $t execs=${execs:-?} ($FUZZTIME)"
+    else
+      echo "fuzz: FAIL ${pkg#github.com/cnibench/cnibench/} $t"
+      sed 's/^/    /' "$log" | tail -30
+      fail=1
+    fi
+    rm -f "$log"
+  done
+done
+exit $fail
