@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +22,7 @@ import (
 // clientFlags are `cnibench client`'s flags before parsing.
 type clientFlags struct {
 	server, tests, sizes, rate, engine string
+	token                              string
 	port, parallel                     int
 	duration, warmup                   time.Duration
 	json                               bool
@@ -124,6 +126,7 @@ through a reference tool (its server must be running on --server).`,
 		fl.IntVar(&f.parallel, "parallel", 1, "streams or connections per test")
 		fl.StringVar(&f.rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
 		fl.StringVar(&f.engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
+		fl.StringVar(&f.token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")
 		fl.BoolVar(&f.json, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
 		return cmd
 	})
@@ -136,7 +139,7 @@ func runOne(ctx context.Context, f *clientFlags, p *clientPlan, test string, siz
 	}
 	if f.engine == "builtin" {
 		r, err := engine.Run(ctx, engine.ClientOptions{Server: f.server, Port: f.port, Test: test, MsgSize: size,
-			Parallel: f.parallel, Duration: f.duration, Warmup: f.warmup, RateBps: rate, Version: Version})
+			Parallel: f.parallel, Duration: f.duration, Warmup: f.warmup, RateBps: rate, Version: Version, Token: f.token})
 		if err != nil {
 			return nil, fmt.Errorf("%s %dB: %w", test, size, err)
 		}

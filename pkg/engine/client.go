@@ -35,6 +35,9 @@ type ClientOptions struct {
 	UDPTimeout time.Duration
 	// FS is where /proc and /sys are read; zero means the host.
 	FS sysinfo.FS
+	// Token, if set, is the secret shared with the server (auth.go): the
+	// client proves it and requires the server to prove it too.
+	Token string
 	// proto overrides ProtoVersion in the hello (tests of the mismatch).
 	proto int
 }
@@ -160,7 +163,11 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 	defer stopWatch()
 
 	_ = c.SetDeadline(time.Now().Add(o.ConnectTimeout + 5*time.Second))
-	if err := writeMsg(c, &Msg{Type: msgHello, Proto: o.proto, Version: o.Version}); err != nil {
+	hello := &Msg{Type: msgHello, Proto: o.proto, Version: o.Version}
+	if o.Token != "" {
+		hello.Nonce = newNonce()
+	}
+	if err := writeMsg(c, hello); err != nil {
 		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	w, err := readMsg(c, msgWelcome)
@@ -171,7 +178,16 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 		return nil, &VersionError{Client: o.proto, Server: w.Proto, ClientVersion: o.Version, ServerVersion: w.Version}
 	}
 	st := Setup{Test: o.Test, MsgSize: o.MsgSize, Parallel: o.Parallel, DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), RateBps: o.RateBps}
-	if err := writeMsg(c, &Msg{Type: msgSetup, Setup: &st}); err != nil {
+	setup := &Msg{Type: msgSetup, Setup: &st}
+	switch {
+	case o.Token == "" && len(w.Nonce) > 0:
+		return nil, fmt.Errorf("server %s requires a token: give --token or set CNIBENCH_TOKEN to the server's: %w", addr, ErrAuth)
+	case o.Token != "" && (len(w.Nonce) != nonceLen || !validProof(o.Token, "server", hello.Nonce, w.Nonce, w.Proof)):
+		return nil, fmt.Errorf("server %s did not prove the token (it runs without --token, or with another one): %w", addr, ErrAuth)
+	case o.Token != "":
+		setup.Proof = authProof(o.Token, "client", w.Nonce, hello.Nonce)
+	}
+	if err := writeMsg(c, setup); err != nil {
 		return nil, fmt.Errorf("setup with %s: %w", addr, err)
 	}
 	if _, err := readMsg(c, msgReady); err != nil {
@@ -276,7 +292,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 func handshakeErr(addr string, err error) error {
 	var pe *PeerError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("server %s: %s", addr, pe.Msg)
+		return fmt.Errorf("server %s: %w", addr, pe)
 	}
 	return fmt.Errorf("handshake with %s: %w (is it a cnibench server?)", addr, err)
 }

@@ -12,7 +12,7 @@ import (
 
 // ProtoVersion is the wire protocol version. Client and server refuse to
 // talk across versions; bump it on any change to the messages below.
-const ProtoVersion = 1
+const ProtoVersion = 2
 
 // DefaultPort is the one port number a server uses for TCP and UDP alike, so
 // a Kubernetes Service or a firewall rule names a single port.
@@ -118,8 +118,15 @@ type Msg struct {
 	// report
 	Report *Report `json:"report,omitempty"`
 
+	// hello (client) / welcome (server): a fresh random challenge; a server
+	// with a token always sends one, a client with a token always does.
+	Nonce []byte `json:"nonce,omitempty"`
+	// welcome / setup: the HMAC that proves the token (see auth.go).
+	Proof []byte `json:"proof,omitempty"`
+
 	// error
 	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"` // codeAuth, codeBusy or empty
 }
 
 // Setup asks the server for one test.
@@ -197,7 +204,7 @@ func readMsg(r io.Reader, want string) (*Msg, error) {
 		return nil, fmt.Errorf("bad control message: %w", err)
 	}
 	if m.Type == msgError {
-		return nil, &PeerError{Msg: m.Error}
+		return nil, &PeerError{Msg: m.Error, Code: m.Code}
 	}
 	if want != "" && m.Type != want {
 		return nil, fmt.Errorf("protocol error: got %q message, want %q", m.Type, want)
@@ -206,9 +213,15 @@ func readMsg(r io.Reader, want string) (*Msg, error) {
 }
 
 // PeerError is an error the other side reported over the control connection.
-type PeerError struct{ Msg string }
+type PeerError struct{ Msg, Code string }
 
 func (e *PeerError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrAuth) and errors.Is(err, ErrBusy) true for the
+// server's refusals.
+func (e *PeerError) Is(target error) bool {
+	return (target == ErrAuth && e.Code == codeAuth) || (target == ErrBusy && e.Code == codeBusy)
+}
 
 // VersionError says the two sides speak different protocol versions.
 type VersionError struct {

@@ -33,7 +33,27 @@ type ServerOptions struct {
 	FS sysinfo.FS
 	// Log receives one line per session and per rejected connection; nil discards.
 	Log io.Writer
+	// Token, if set, is the shared secret every client must prove (auth.go).
+	Token string
+	// MaxSessions bounds sessions running at once; 0 means DefaultMaxSessions.
+	MaxSessions int
+	// MaxPerSource bounds sessions from one client address; 0 means
+	// DefaultMaxPerSource.
+	MaxPerSource int
+	// MaxPending bounds connections that have not yet joined a session
+	// (handshakes, stray or stalled peers); past it new ones are closed at
+	// once. 0 means DefaultMaxPending.
+	MaxPending int
 }
+
+// Defaults for the server's bounds. A session holds at most MaxParallel
+// streams, each a goroutine and a socket, so these bound the server's
+// goroutines, descriptors and memory whatever its peers do.
+const (
+	DefaultMaxSessions  = 64
+	DefaultMaxPerSource = 16
+	DefaultMaxPending   = 256
+)
 
 // Server serves many clients at once on one TCP and one UDP port of the same
 // number. A malformed, slow or killed client ends only its own session.
@@ -48,7 +68,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
-	nextID   uint32
+	active   int            // sessions between hello and their end
+	bySource map[string]int // active sessions per client IP
+	pending  atomic.Int32   // connections not yet part of a session
 	wg       sync.WaitGroup
 }
 
@@ -66,6 +88,15 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxPerSource <= 0 {
+		o.MaxPerSource = DefaultMaxPerSource
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
 	host, ps, err := net.SplitHostPort(o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("bad --listen %q: want ADDR:PORT or :PORT", o.Listen)
@@ -80,7 +111,7 @@ func Listen(o ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("bad --listen %q: %q is not an IP address", o.Listen, host)
 		}
 	}
-	s := &Server{o: o, ip: ip, port: port, sessions: map[uint32]*session{}, nextID: 1}
+	s := &Server{o: o, ip: ip, port: port, sessions: map[uint32]*session{}, bySource: map[string]int{}}
 	// TCP first: a TCP listener is exclusive, so a second server on the same
 	// port fails here rather than silently sharing the SO_REUSEPORT UDP port.
 	if s.tcpFD, err = listenTCP(ip, port); err != nil {
@@ -107,6 +138,10 @@ func Listen(o ServerOptions) (*Server, error) {
 	s.env = o.FS.Fingerprint(o.Version)
 	return s, nil
 }
+
+// Insecure says whether any host that reaches the server can drive it: it
+// listens beyond loopback without a token.
+func (s *Server) Insecure() bool { return Insecure(s.ip, s.o.Token) }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return net.JoinHostPort(s.ip.String(), strconv.Itoa(s.port)) }
@@ -166,6 +201,13 @@ func (s *Server) acceptLoop() {
 		if s.crrInline(fd, buf) {
 			continue
 		}
+		if int(s.pending.Load()) >= s.o.MaxPending {
+			// A flood of idle or stray connections must not grow the
+			// server's goroutines and descriptors without bound.
+			unix.Close(fd)
+			continue
+		}
+		s.pending.Add(1)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -203,6 +245,14 @@ func (s *Server) crrInline(fd int, buf []byte) bool {
 }
 
 func (s *Server) handleConn(fd int) {
+	joined := false
+	leave := func() {
+		if !joined {
+			joined = true
+			s.pending.Add(-1)
+		}
+	}
+	defer leave()
 	_ = setTimeouts(fd, 5*time.Second, 5*time.Second)
 	var pre [preambleLen]byte
 	if err := readFull(fd, pre[:]); err != nil {
@@ -217,13 +267,14 @@ func (s *Server) handleConn(fd int) {
 	}
 	switch kind {
 	case kindControl:
-		s.control(fd)
+		s.control(fd, leave)
 	case kindData:
 		ss := s.session(sid)
 		if ss == nil || !ss.attachTCP(int(stream), fd) {
 			unix.Close(fd)
 			return
 		}
+		leave() // bounded by the session's parallel streams from here on
 		ss.runTCP(int(stream), fd)
 	case kindCRR:
 		ss := s.session(sid)
@@ -258,8 +309,9 @@ func (s *Server) udpLoop() {
 	}
 }
 
-// control runs one client's session on its control connection.
-func (s *Server) control(fd int) {
+// control runs one client's session on its control connection. leave is
+// called once the connection has become a counted session.
+func (s *Server) control(fd int, leave func()) {
 	f := os.NewFile(uintptr(fd), "control")
 	c, err := net.FileConn(f)
 	f.Close()
@@ -280,16 +332,34 @@ func (s *Server) control(fd int) {
 		_ = writeMsg(c, &Msg{Type: msgError, Error: ve.Error()})
 		return
 	}
-	s.mu.Lock()
-	id := s.nextID
-	s.nextID++
-	s.mu.Unlock()
-	if err := writeMsg(c, &Msg{Type: msgWelcome, Proto: ProtoVersion, Version: s.o.Version, Session: id, Env: &s.env}); err != nil {
+	src := peerIP(c.RemoteAddr())
+	id, refusal := s.admit(src)
+	if refusal != "" {
+		s.logf("%s: refused: %s", peer, refusal)
+		_ = writeMsg(c, &Msg{Type: msgError, Code: codeBusy, Error: refusal})
+		return
+	}
+	leave()
+	defer s.release(src)
+	welcome := &Msg{Type: msgWelcome, Proto: ProtoVersion, Version: s.o.Version, Session: id, Env: &s.env}
+	if s.o.Token != "" {
+		welcome.Nonce = newNonce()
+		if len(h.Nonce) == nonceLen {
+			welcome.Proof = authProof(s.o.Token, "server", h.Nonce, welcome.Nonce)
+		}
+	}
+	if err := writeMsg(c, welcome); err != nil {
 		return
 	}
 	m, err := readMsg(c, msgSetup)
 	if err != nil || m.Setup == nil {
 		s.logf("%s: bad setup: %v", peer, err)
+		return
+	}
+	if s.o.Token != "" && !validProof(s.o.Token, "client", welcome.Nonce, h.Nonce, m.Proof) {
+		s.logf("%s: refused: wrong or missing token", peer)
+		_ = writeMsg(c, &Msg{Type: msgError, Code: codeAuth,
+			Error: "authentication failed: this server requires a token; give the client the server's --token (or CNIBENCH_TOKEN)"})
 		return
 	}
 	if err := s.checkSetup(m.Setup); err != nil {
@@ -329,6 +399,47 @@ func (s *Server) control(fd int) {
 	if err := writeMsg(c, &Msg{Type: msgReport, Report: rep}); err != nil {
 		s.logf("%s: session %d: send report: %v", peer, id, err)
 	}
+}
+
+// admit reserves a session slot for a client at src and picks the
+// session's random id; a non-empty refusal says why there is none.
+func (s *Server) admit(src string) (id uint32, refusal string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active >= s.o.MaxSessions {
+		return 0, fmt.Sprintf("server busy: %d sessions running (its --max-sessions); retry later", s.active)
+	}
+	if s.bySource[src] >= s.o.MaxPerSource {
+		return 0, fmt.Sprintf("server busy: %d sessions from %s already (its --max-per-source); retry later", s.bySource[src], src)
+	}
+	for id == 0 || s.sessions[id] != nil {
+		var b [4]byte
+		copy(b[:], newNonce())
+		id = binary.BigEndian.Uint32(b[:])
+	}
+	s.active++
+	s.bySource[src]++
+	return id, ""
+}
+
+func (s *Server) release(src string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	if s.bySource[src]--; s.bySource[src] <= 0 {
+		delete(s.bySource, src)
+	}
+}
+
+func peerIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 func (s *Server) checkSetup(st *Setup) error {

@@ -223,6 +223,10 @@ func (fc *fakeCluster) leftovers(t *testing.T) []string {
 	for _, s := range svcs.Items {
 		out = append(out, "service/"+s.Name)
 	}
+	secs, _ := fc.cs.CoreV1().Secrets("").List(ctx, lo)
+	for _, s := range secs.Items {
+		out = append(out, "secret/"+s.Name)
+	}
 	dss, _ := fc.cs.AppsV1().DaemonSets("").List(ctx, lo)
 	for _, d := range dss.Items {
 		out = append(out, "daemonset/"+d.Name)

@@ -3,6 +3,8 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +69,8 @@ func (o *Options) defaults() {
 }
 
 func (o Options) podOptions(id string) PodOptions {
-	return PodOptions{RunID: id, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: o.Port}
+	return PodOptions{RunID: id, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: o.Port,
+		TokenSecret: TokenSecretName(id)}
 }
 
 // Runner drives runs against one cluster.
@@ -165,6 +168,12 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 	createdNS, err = r.ensureNamespace(ctx, ns, plan.RunID, o.ReadyTimeout)
 	if err != nil {
 		return err
+	}
+	// A per-run token: the servers answer only this run's clients, which
+	// matters most for the host-network server, reachable from the node's
+	// whole network.
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, TokenSecret(po, newToken()), metav1.CreateOptions{}); err != nil {
+		return APIError("create", "token secret", err)
 	}
 
 	targets := map[string]string{}
@@ -551,6 +560,13 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 			gone("daemonset "+d.Namespace+"/"+d.Name, cs.AppsV1().DaemonSets(d.Namespace).Delete(ctx, d.Name, do))
 		}
 	}
+	if secs, err := cs.CoreV1().Secrets(ns).List(ctx, lo); err != nil {
+		gone("secrets", err)
+	} else {
+		for _, s := range secs.Items {
+			gone("secret "+s.Namespace+"/"+s.Name, cs.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, do))
+		}
+	}
 	if svcs, err := cs.CoreV1().Services(ns).List(ctx, lo); err != nil {
 		gone("services", err)
 	} else {
@@ -596,6 +612,11 @@ func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duratio
 			objs = append(objs, "pod/"+x.Namespace+"/"+x.Name)
 		}
 	}
+	if sc, err := cs.CoreV1().Secrets("").List(ctx, lo); err == nil {
+		for _, x := range sc.Items {
+			objs = append(objs, "secret/"+x.Namespace+"/"+x.Name)
+		}
+	}
 	if err := deleteLabeled(ctx, cs, "", ManagedSelector); err != nil {
 		return nil, err
 	}
@@ -637,4 +658,13 @@ func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duratio
 		}
 	}
 	return removed, nil
+}
+
+// newToken is 32 random bytes, hex: the run's engine token.
+func newToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b)
 }

@@ -47,7 +47,16 @@ func TestExecuteAllScenariosTwoNodes(t *testing.T) {
 		t.Errorf("fingerprint: %+v", plan.Cluster)
 	}
 	var samples []Sample
-	if err := r.Execute(ctx, plan, o, func(s Sample) error { samples = append(samples, s); return nil }); err != nil {
+	onSample := func(s Sample) error {
+		samples = append(samples, s)
+		// While the run lasts, its pods read a fresh token from its Secret.
+		sec, err := fc.cs.CoreV1().Secrets(plan.Namespace).Get(ctx, TokenSecretName(plan.RunID), metav1.GetOptions{})
+		if err != nil || len(sec.Data[TokenKey]) != 64 {
+			t.Errorf("token secret during the run: %v", err)
+		}
+		return nil
+	}
+	if err := r.Execute(ctx, plan, o, onSample); err != nil {
 		t.Fatal(err)
 	}
 	if len(samples) != 8 {
@@ -302,13 +311,14 @@ func TestClean(t *testing.T) {
 	mk("team", "cnb-old1-b", ours)
 	mk("team", "their-app", map[string]string{"app": "web"})
 	fc.cs.CoreV1().Services("team").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cnb-old1-svc", Namespace: "team", Labels: ours}}, metav1.CreateOptions{})
+	fc.cs.CoreV1().Secrets("team").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cnb-old1-token", Namespace: "team", Labels: ours}}, metav1.CreateOptions{})
 
 	removed, err := Clean(ctx, fc.cs, time.Second, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(removed) != 4 {
-		t.Errorf("removed %v, want 2 pods, 1 service, 1 namespace", removed)
+	if len(removed) != 5 {
+		t.Errorf("removed %v, want 2 pods, 1 service, 1 secret, 1 namespace", removed)
 	}
 	if left := fc.leftovers(t); len(left) != 0 {
 		t.Errorf("left behind: %v", left)

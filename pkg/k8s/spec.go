@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -45,6 +46,26 @@ type PodOptions struct {
 	Image      string
 	PullPolicy corev1.PullPolicy
 	Port       int
+	// TokenSecret names the run's Secret holding the engine token (key
+	// TokenKey); server and client pods read it as CNIBENCH_TOKEN. Empty
+	// means no token.
+	TokenSecret string
+}
+
+// TokenKey is the key of the token in the run's Secret.
+const TokenKey = "token"
+
+// TokenSecretName names the run's token Secret.
+func TokenSecretName(runID string) string { return runid.Name(runID, "token") }
+
+// TokenSecret is the run's Secret: a fresh random token, so only this run's
+// clients can drive this run's servers, even a server on the host network.
+func TokenSecret(o PodOptions, token string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: o.TokenSecret, Namespace: o.Namespace, Labels: o.labels("", "token")},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{TokenKey: []byte(token)},
+	}
 }
 
 func (o PodOptions) labels(scenario, role string) map[string]string {
@@ -129,9 +150,18 @@ func (o PodOptions) basePod(name, scenario, role string, p Placement, node strin
 				Image:           o.Image,
 				ImagePullPolicy: o.PullPolicy,
 				SecurityContext: engineSecurity(),
+				Env:             o.tokenEnv(),
 			}},
 		},
 	}
+}
+
+func (o PodOptions) tokenEnv() []corev1.EnvVar {
+	if o.TokenSecret == "" {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: engine.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: o.TokenSecret}, Key: TokenKey}}}}
 }
 
 // ServerPod is the scenario's `cnibench server`, pinned to p.ServerNode. It

@@ -160,3 +160,22 @@ func TestAuditDaemonSetIsReadOnly(t *testing.T) {
 		t.Error("audit pods share host PID/IPC namespaces")
 	}
 }
+
+func TestPodsReadTheRunToken(t *testing.T) {
+	p := Placement{Scenario: ScenarioCrossNode, ServerNode: "n1", ClientNode: "n2"}
+	po := testPO
+	po.TokenSecret = TokenSecretName(po.RunID)
+	for _, pod := range []*corev1.Pod{ServerPod(po, p), ClientPod(po, p, 1, "10.0.0.1", ClientArgs{}, 10)} {
+		env := pod.Spec.Containers[0].Env
+		if len(env) != 1 || env[0].Name != "CNIBENCH_TOKEN" || env[0].ValueFrom.SecretKeyRef.Name != po.TokenSecret || env[0].ValueFrom.SecretKeyRef.Key != TokenKey {
+			t.Errorf("%s: env %+v", pod.Name, env)
+		}
+	}
+	if env := ServerPod(testPO, p).Spec.Containers[0].Env; len(env) != 0 {
+		t.Errorf("no token secret, yet env %+v", env)
+	}
+	sec := TokenSecret(po, "abc")
+	if sec.Name != po.TokenSecret || string(sec.Data[TokenKey]) != "abc" || sec.Labels[LabelRun] != po.RunID {
+		t.Errorf("secret %+v", sec)
+	}
+}
