@@ -171,19 +171,6 @@ func labShowCmd() *cobra.Command {
 	return cmd
 }
 
-// exitStatusError carries a child's exit status out of `lab exec`.
-type exitStatusError struct {
-	code int
-	argv string
-}
-
-func (e exitStatusError) Error() string {
-	return fmt.Sprintf("lab exec: %s exited with status %d", e.argv, e.code)
-}
-
-// ExitCode makes cnibench exit with the child's status.
-func (e exitStatusError) ExitCode() int { return e.code }
-
 func labExecCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "exec <name> <endpoint> -- <argv...>",
@@ -206,23 +193,10 @@ func labExecCmd() *cobra.Command {
 			if err != nil {
 				return UsageError{fmt.Errorf("lab exec: %w", err)}
 			}
-			c := exec.Command(path, argv[1:]...)
-			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if err := netns.Start(ep.Netns, c); err != nil {
-				return fmt.Errorf("lab exec: %w", err)
-			}
-			// Ctrl-C reaches the child through the terminal's process group;
-			// we wait for it and pass its status on.
-			err = c.Wait()
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code := ee.ExitCode()
-				if code < 0 {
-					code = 128 + 9
-				}
-				return exitStatusError{code: code, argv: argv[0]}
-			}
-			return err
+			// Exec, not fork+wait: signals sent to this process reach the
+			// command, and its exit status is ours (as `ip netns exec`).
+			argv[0] = path
+			return fmt.Errorf("lab exec: %w", netns.Exec(ep.Netns, argv, os.Environ()))
 		},
 	}
 }

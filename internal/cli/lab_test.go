@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/lab"
@@ -80,6 +82,33 @@ func TestLabCommands(t *testing.T) {
 	}
 	if want := fmt.Sprintf("net:[%d]", st.Ino); !strings.Contains(out, want) {
 		t.Errorf("lab exec ran outside the client namespace: %q, want %s", out, want)
+	}
+	// Signals sent to `lab exec` reach the command (as with `ip netns
+	// exec`), and its status is passed on.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
+		cmd := exec.Command(bin, "lab", "exec", name, "server", "--", "sh", "-c",
+			fmt.Sprintf("trap 'exit %d' %s; echo ready; while :; do sleep 0.05; done", 40+int(sig), map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGINT: "INT"}[sig]))
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("lab exec child not ready: %q %v", buf, err)
+		}
+		_ = cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 40+int(sig) {
+				t.Errorf("%v to lab exec: %v, want the command's trap status %d", sig, err, 40+int(sig))
+			}
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("%v to lab exec did not reach its command within 5 s", sig)
+		}
 	}
 	if out, code := runBin(t, bin, "lab", "exec", name, "nosuch", "--", "true"); code != 2 || !strings.Contains(out, "endpoints: client, server") {
 		t.Errorf("unknown endpoint: exit %d %s", code, out)

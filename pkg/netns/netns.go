@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,6 +157,22 @@ func Start(name string, cmd *exec.Cmd) error {
 		return cmd.Start()
 	}
 	return Do(name, cmd.Start)
+}
+
+// Exec replaces the calling process with argv (a path and its arguments)
+// running inside the named namespace, as `ip netns exec` does: the command
+// keeps cnibench's pid, so every signal sent to it (SIGTERM from a
+// supervisor, SIGHUP from a closing terminal) reaches the command itself and
+// its exit status is the caller's. It returns only on failure.
+func Exec(name string, argv, env []string) error {
+	return Do(name, func() error {
+		// The new image inherits this thread's namespaces: the kernel
+		// ends every other thread of the process at execve.
+		if err := unix.Exec(argv[0], argv, env); err != nil {
+			return fmt.Errorf("exec %s in netns %q: %w", argv[0], name, err)
+		}
+		return nil
+	})
 }
 
 // Command is exec.CommandContext for a command that will run inside the named
