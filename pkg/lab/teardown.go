@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -97,6 +98,23 @@ func CleanID(ctx context.Context, id string) ([]string, error) {
 func clean(ctx context.Context, match func(id string) bool, all bool) ([]string, error) {
 	var removed []string
 	var errs []error
+	// Processes first: a cnibench killed mid-measurement leaves its server
+	// and tool children running inside the lab's namespaces, where they
+	// would keep each namespace (and the host state it pins) alive.
+	if nss, err := netns.List(runid.Prefix); err == nil {
+		for _, ns := range nss {
+			if id, _, ok := runid.Parse(ns); !ok || !match(id) {
+				continue
+			}
+			n, err := netns.KillAll(ns, 3*time.Second)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if n > 0 {
+				removed = append(removed, fmt.Sprintf("%d process(es) in netns %s", n, ns))
+			}
+		}
+	}
 	labs, err := List()
 	if err != nil {
 		// A corrupt state file must not stop the sweep below.

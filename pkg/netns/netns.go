@@ -10,17 +10,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Dir is where named namespaces are bind-mounted.
@@ -179,4 +181,59 @@ func Exec(name string, argv, env []string) error {
 // namespace; start it with Start.
 func Command(ctx context.Context, argv ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, argv[0], argv[1:]...)
+}
+
+// Pids lists the processes living in the named namespace: those whose
+// /proc/<pid>/ns/net is the same namespace (device and inode) as
+// /run/netns/<name>. A process that ends while it is read is skipped.
+func Pids(name string) ([]int, error) {
+	var want unix.Stat_t
+	if err := unix.Stat(Path(name), &want); err != nil {
+		return nil, fmt.Errorf("netns %q: %w", name, err)
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) != nil {
+			continue
+		}
+		if st.Dev == want.Dev && st.Ino == want.Ino {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// KillAll SIGKILLs every process in the named namespace and waits (up to
+// wait) until they are gone. A namespace whose processes outlived the
+// cnibench that started them (SIGKILL leaves its children running) can only
+// really be removed this way: unmounting it would leave it alive, unnamed,
+// behind them. It returns how many it killed.
+func KillAll(name string, wait time.Duration) (int, error) {
+	pids, err := Pids(name)
+	if err != nil || len(pids) == 0 {
+		return 0, err
+	}
+	for _, p := range pids {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		left, err := Pids(name)
+		if err != nil || len(left) == 0 {
+			return len(pids), err
+		}
+		if time.Now().After(deadline) {
+			return len(pids), fmt.Errorf("netns %q: %d process(es) still running after SIGKILL, e.g. pid %d", name, len(left), left[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
