@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz bench-load clean
 
 all: build
 
@@ -60,3 +60,9 @@ e2e-k8s: deps build
 FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# One server under 200 concurrent peers (half legitimate, half hostile) for
+# 60 s: every legitimate session completes, RSS bounded, fds and goroutines
+# back to baseline. `make test` runs the same for 10 s.
+bench-load: build
+	CNIBENCH_BIN=$(CURDIR)/$(BIN) CNIBENCH_LOAD_DURATION=60s $(GO) test -count=1 -v -run '^TestLoadHalfHostile$$' ./pkg/engine

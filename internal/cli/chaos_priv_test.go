@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -39,7 +38,7 @@ type hostSnapshot struct {
 	objects []string
 }
 
-func snapshotHost(t *testing.T, ids map[string]bool) hostSnapshot {
+func snapshotHost(t *testing.T, ids map[string]bool, stateDir string) hostSnapshot {
 	t.Helper()
 	s := hostSnapshot{sysctls: map[string]string{}}
 	for _, dir := range []string{"/proc/sys/net/core", "/proc/sys/net/ipv4"} {
@@ -84,10 +83,11 @@ func snapshotHost(t *testing.T, ids map[string]bool) hostSnapshot {
 			}
 		}
 	}
-	labs, _ := lab.List()
-	for _, l := range labs {
-		if ids[l.ID] {
-			s.objects = append(s.objects, "lab state "+l.Name)
+	if stateDir != "" {
+		for id := range labIDs(stateDir) {
+			if ids[id] {
+				s.objects = append(s.objects, "lab state of "+id)
+			}
 		}
 	}
 	sort.Strings(s.objects)
@@ -108,24 +108,20 @@ func (s hostSnapshot) diff(after hostSnapshot) []string {
 	return d
 }
 
-// labIDs are the run ids of every cnb- lab state file and namespace now.
-func labIDs() map[string]bool {
+// labIDs are the run ids of the labs whose state (or name reservation)
+// files are in dir: a private state directory, so only the killed run's labs
+// are counted, never those of tests running beside this one.
+func labIDs(dir string) map[string]bool {
 	ids := map[string]bool{}
-	nss, _ := netns.List(runid.Prefix)
-	for _, n := range nss {
-		if id, _, ok := runid.Parse(n); ok {
-			ids[id] = true
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
 		}
-	}
-	labs, _ := lab.List()
-	for _, l := range labs {
-		ids[l.ID] = true
-	}
-	if ents, err := os.ReadDir(lab.StateDir); err == nil {
-		for _, e := range ents {
-			if id, _, ok := runid.Parse(strings.TrimSuffix(e.Name(), ".json")); ok {
-				ids[id] = true
-			}
+		// Lab names are <topology>-<id>; a reservation has only its name.
+		if id := name[strings.LastIndex(name, "-")+1:]; runid.Valid(id) {
+			ids[id] = true
 		}
 	}
 	return ids
@@ -186,17 +182,27 @@ arms:
 	}
 	db := filepath.Join(dir, "r.db")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	before := labIDs()
+	stateRoot := filepath.Join(dir, "state")
+	labState := filepath.Join(stateRoot, "labs")
+	env := append(os.Environ(), "CNIBENCH_STATE_DIR="+stateRoot)
+	// Whatever a failing trial left is removed even when the test stops.
+	t.Cleanup(func() {
+		for id := range labIDs(labState) {
+			c := exec.Command(bin, "lab", "clean", "--id", id)
+			c.Env = env
+			_ = c.Run()
+		}
+	})
 	pids0 := map[int]bool{}
 	for _, p := range binaryPids(bin, nil) {
 		pids0[p] = true
 	}
 	kills := chaosKills(20)
 	for i := 0; i < kills; i++ {
-		snap := snapshotHost(t, map[string]bool{})
+		snap := snapshotHost(t, map[string]bool{}, "")
 		var out bytes.Buffer
 		cmd := exec.Command(bin, "run", exp, "--db", db, "--format", "none")
-		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Stdout, cmd.Stderr, cmd.Env = &out, &out, env
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -209,21 +215,18 @@ arms:
 			fmt.Sscan(m[1], &reported)
 		}
 		// What the kill left: every lab id that was not there before.
-		ids := map[string]bool{}
-		for id := range labIDs() {
-			if !before[id] {
-				ids[id] = true
-			}
-		}
+		ids := labIDs(labState)
 		// What the kill left before cleaning, for the log: proof that the
 		// kills land while the host is changed, not only between runs.
-		dirty := snap.diff(snapshotHost(t, ids))
+		dirty := snap.diff(snapshotHost(t, ids, labState))
 		for id := range ids {
-			if co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput(); err != nil {
+			clean := exec.Command(bin, "lab", "clean", "--id", id)
+			clean.Env = env
+			if co, err := clean.CombinedOutput(); err != nil {
 				t.Fatalf("kill %d: lab clean --id %s: %v\n%s", i, id, err, co)
 			}
 		}
-		after := snapshotHost(t, ids)
+		after := snapshotHost(t, ids, labState)
 		if d := snap.diff(after); len(d) > 0 {
 			t.Fatalf("kill %d (after %d stored steps): the host differs after lab clean:\n  %s\nrun output:\n%s", i, reported, strings.Join(d, "\n  "), out.String())
 		}
@@ -322,7 +325,7 @@ func TestPrivChaosTuneApplyKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netns.Delete(ns) })
-	host := snapshotHost(t, map[string]bool{})
+	host := snapshotHost(t, map[string]bool{}, "")
 	want := nsSysctls(t, ns)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	kills := chaosKills(10)
@@ -351,7 +354,7 @@ func TestPrivChaosTuneApplyKilled(t *testing.T) {
 				t.Fatalf("kill %d (%s): %s is %q after rollback, was %q", i, profile, p, strings.TrimSpace(got[p]), strings.TrimSpace(v))
 			}
 		}
-		if d := host.diff(snapshotHost(t, map[string]bool{})); len(d) > 0 {
+		if d := host.diff(snapshotHost(t, map[string]bool{}, "")); len(d) > 0 {
 			t.Fatalf("kill %d: a namespace-scoped apply changed the host: %v", i, d)
 		}
 	}

@@ -50,8 +50,8 @@ type ServerOptions struct {
 // streams, each a goroutine and a socket, so these bound the server's
 // goroutines, descriptors and memory whatever its peers do.
 const (
-	DefaultMaxSessions  = 64
-	DefaultMaxPerSource = 16
+	DefaultMaxSessions  = 256
+	DefaultMaxPerSource = 64
 	DefaultMaxPending   = 256
 )
 
@@ -137,6 +137,23 @@ func Listen(o ServerOptions) (*Server, error) {
 	_ = setTimeouts(s.udpFD, 200*time.Millisecond, 0)
 	s.env = o.FS.Fingerprint(o.Version)
 	return s, nil
+}
+
+// Stats is a snapshot of what the server holds, for operators (SIGUSR1 on
+// `cnibench server`) and for the load tests that check it returns to its
+// baseline after its peers leave.
+type Stats struct {
+	Sessions   int // admitted sessions (hello answered, not yet ended)
+	Pending    int // connections not yet part of a session
+	Goroutines int // of the whole process
+}
+
+// Stats returns the server's current counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := s.active
+	s.mu.Unlock()
+	return Stats{Sessions: n, Pending: int(s.pending.Load()), Goroutines: runtime.NumGoroutine()}
 }
 
 // Insecure says whether any host that reaches the server can drive it: it

@@ -23,8 +23,19 @@ import (
 	"time"
 )
 
-// StateDir holds one JSON file per lab. A variable so tests can isolate it.
-var StateDir = "/run/cnibench/labs"
+// StateDir holds one JSON file per lab. A variable so tests can isolate it;
+// $CNIBENCH_STATE_DIR moves it (and the private OVS instances) for a whole
+// process, which is how the chaos tests keep a killed run's labs apart from
+// every other lab on the host.
+var StateDir = filepath.Join(stateRoot(), "labs")
+
+// stateRoot is $CNIBENCH_STATE_DIR, or /run/cnibench.
+func stateRoot() string {
+	if d := os.Getenv("CNIBENCH_STATE_DIR"); d != "" {
+		return d
+	}
+	return "/run/cnibench"
+}
 
 // ErrNotSupported is wrapped by errors about a kernel or host that lacks a
 // feature a topology needs (e.g. CONFIG_GENEVE). Nothing is left behind.

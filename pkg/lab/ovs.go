@@ -24,7 +24,7 @@ var (
 	ovsCtl      = "/usr/share/openvswitch/scripts/ovs-ctl"
 	ovsRunDir   = "/var/run/openvswitch"
 	ovsSchema   = "/usr/share/openvswitch/vswitch.ovsschema"
-	privOVSRoot = "/run/cnibench/ovs" // private per-node OVS instances (ovs-netdev-geneve)
+	privOVSRoot = filepath.Join(stateRoot(), "ovs") // private per-node OVS instances (ovs-netdev-geneve)
 )
 
 func probeOVS(context.Context) error {

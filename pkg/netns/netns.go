@@ -189,6 +189,9 @@ func Command(ctx context.Context, argv ...string) *exec.Cmd {
 func Pids(name string) ([]int, error) {
 	var want unix.Stat_t
 	if err := unix.Stat(Path(name), &want); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil // gone meanwhile: nothing lives in it
+		}
 		return nil, fmt.Errorf("netns %q: %w", name, err)
 	}
 	ents, err := os.ReadDir("/proc")
