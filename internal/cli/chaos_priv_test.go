@@ -21,6 +21,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite"
 )
 
@@ -127,13 +128,20 @@ func labIDs(dir string) map[string]bool {
 	return ids
 }
 
-// binaryPids are the processes running bin, other than those in skip.
-func binaryPids(bin string, skip map[int]bool) []int {
+// orphans are the live processes running bin whose parent is this test
+// process: with the test a child subreaper, every process a killed run left
+// running is re-parented here, so this finds exactly the run's leftovers and
+// never a process of a test running beside this one.
+func orphans(bin string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
 		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || skip[pid] || pid == os.Getpid() {
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
 			continue
 		}
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bin {
@@ -141,6 +149,29 @@ func binaryPids(bin string, skip map[int]bool) []int {
 		}
 	}
 	return out
+}
+
+// becomeSubreaper makes orphans of this process's children its own, and
+// reaps them when the test ends.
+func becomeSubreaper(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("cannot become a child subreaper: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		reapZombies()
+	})
+}
+
+// reapZombies collects the exit status of every finished orphan; called
+// only when the test waits on no child of its own.
+func reapZombies() {
+	for {
+		var ws unix.WaitStatus
+		if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid <= 0 || err != nil {
+			return
+		}
+	}
 }
 
 func chaosKills(def int) int {
@@ -193,10 +224,7 @@ arms:
 			_ = c.Run()
 		}
 	})
-	pids0 := map[int]bool{}
-	for _, p := range binaryPids(bin, nil) {
-		pids0[p] = true
-	}
+	becomeSubreaper(t)
 	kills := chaosKills(20)
 	for i := 0; i < kills; i++ {
 		snap := snapshotHost(t, map[string]bool{}, "")
@@ -219,6 +247,7 @@ arms:
 		// What the kill left before cleaning, for the log: proof that the
 		// kills land while the host is changed, not only between runs.
 		dirty := snap.diff(snapshotHost(t, ids, labState))
+		orphaned := len(orphans(bin))
 		for id := range ids {
 			clean := exec.Command(bin, "lab", "clean", "--id", id)
 			clean.Env = env
@@ -230,11 +259,12 @@ arms:
 		if d := snap.diff(after); len(d) > 0 {
 			t.Fatalf("kill %d (after %d stored steps): the host differs after lab clean:\n  %s\nrun output:\n%s", i, reported, strings.Join(d, "\n  "), out.String())
 		}
-		if left := binaryPids(bin, pids0); len(left) > 0 {
-			t.Fatalf("kill %d: cnibench processes left after lab clean: %v", i, left)
+		if left := orphans(bin); len(left) > 0 {
+			t.Fatalf("kill %d: cnibench processes the killed run left are still running after lab clean: %v", i, left)
 		}
+		reapZombies()
 		checkDB(t, db, reported, i)
-		t.Logf("kill %d: %d steps stored before the kill; it left %d differences (%s), all undone by lab clean", i, reported, len(dirty), brief(dirty))
+		t.Logf("kill %d: %d steps stored before the kill; it left %d differences (%s) and %d running cnibench processes, all undone by lab clean", i, reported, len(dirty), brief(dirty), orphaned)
 	}
 }
 
