@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/cnibench/cnibench/internal/cli"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, a supervisor's SIGTERM and a closed terminal's SIGHUP all end
+	// a command the same way: its context is cancelled, so every lab, host
+	// change and child process it made is undone before it exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM, unix.SIGHUP)
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

@@ -16,9 +16,16 @@ import (
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
-// Ctrl-C in the middle of `cnibench run`: the finished samples are stored,
-// the run is marked incomplete, and no lab is left on the host.
-func TestRunInterruptedBySIGINT(t *testing.T) {
+// Ctrl-C in the middle of `cnibench run` (and a supervisor's SIGTERM, and a
+// closed terminal's SIGHUP): the finished samples are stored, the run is
+// marked incomplete, and no lab is left on the host.
+func TestPrivRunInterrupted(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { runInterrupted(t, sig) })
+	}
+}
+
+func runInterrupted(t *testing.T, sig syscall.Signal) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	dir := t.TempDir()
@@ -53,7 +60,7 @@ arms:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Process.Signal(sig)
 	err := cmd.Wait()
 	if err == nil {
 		t.Fatalf("interrupted run exited 0:\n%s", stderr.String())
