@@ -93,66 +93,30 @@ func loadExperiment(ref string) (*experiment.Experiment, error) {
 }
 
 func (o *runOptions) override(e *experiment.Experiment) error {
-	if o.repeats < 0 {
-		return fmt.Errorf("--repeats %d: want ≥ 1", o.repeats)
-	}
-	if o.repeats > 0 {
-		e.Repeats = o.repeats
-	}
-	if o.duration < 0 || (o.duration > 0 && o.duration < 100*time.Millisecond) {
-		return fmt.Errorf("--duration %v: want ≥ 100ms", o.duration)
-	}
-	if o.duration > 0 {
-		e.Duration = experiment.Duration(o.duration)
-	}
+	ov := experiment.Overrides{Repeats: o.repeats, Duration: o.duration, Arms: o.arms}
 	if o.warmup != "" {
 		w, err := time.ParseDuration(o.warmup)
-		if err != nil || w < 0 {
+		if err != nil {
 			return fmt.Errorf("--warmup %q: want a duration like 500ms or 0s", o.warmup)
 		}
-		e.Warmup = experiment.Duration(w)
-	}
-	if len(o.arms) > 0 {
-		var keep []experiment.Arm
-		for _, name := range o.arms {
-			found := false
-			for _, a := range e.Arms {
-				if a.Name == name {
-					keep = append(keep, a)
-					found = true
-				}
-			}
-			if !found {
-				var all []string
-				for _, a := range e.Arms {
-					all = append(all, a.Name)
-				}
-				return fmt.Errorf("--arms: no arm %q in experiment %s (arms: %s)", name, e.Name, strings.Join(all, ", "))
-			}
-		}
-		e.Arms = keep
-		if e.Baseline != "" {
-			inKeep := false
-			for _, a := range keep {
-				inKeep = inKeep || a.Name == e.Baseline
-			}
-			if !inKeep {
-				e.Baseline = ""
-			}
-		}
+		ov.Warmup = &w
 	}
 	switch o.format {
 	case "table", "markdown", "json", "csv", "html", "none":
 	default:
 		return fmt.Errorf("--format %q: want table, markdown, json, csv, html or none", o.format)
 	}
-	return nil
+	return e.Override(ov)
 }
 
 // runExperiment executes e, stores it, and renders the report.
 func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("running an experiment builds network namespaces and needs root: run it with sudo")
+	}
+	// A missing tool is found before the run is stored or anything built.
+	if err := e.Preflight(); err != nil {
+		return err
 	}
 	db, err := store.Open(dbPath)
 	if err != nil {
@@ -175,7 +139,8 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 	if runID != 0 {
 		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())
 	}
-	if err != nil && !errors.Is(err, experiment.ErrInterrupted) {
+	var failed *experiment.StepsFailedError
+	if err != nil && !errors.Is(err, experiment.ErrInterrupted) && !errors.As(err, &failed) {
 		return err
 	}
 	if runID != 0 && format != "none" {

@@ -223,8 +223,9 @@ func TestExecuteLabFailureIsRecordedPerSample(t *testing.T) {
 	labs := &fakeLabs{fail: map[string]error{"veth": errors.New("veth: not supported by this kernel")}}
 	sink := &memSink{}
 	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink})
-	if err != nil {
-		t.Fatal(err)
+	var sf *StepsFailedError
+	if !errors.As(err, &sf) || sf.Failed != 4 || sf.Total != 20 {
+		t.Fatalf("err = %v, want 4 of 20 steps failed", err)
 	}
 	failed := 0
 	for _, s := range sink.samples {
@@ -269,10 +270,10 @@ tests: [udp_bw]
 repeats: 2
 arms:
   - name: a
-    topology: ovs
+    topology: ovs-netdev
   - name: b
-    topology: ovs
-    knobs: {rmem_max: "1000"}
+    topology: ovs-netdev
+    knobs: {rmem_max: "1048576"}
 `), "x.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -283,10 +284,10 @@ arms:
 		t.Fatal(err)
 	}
 	// ups: a's lab, b's probe, then b around each of its 2 steps.
-	if got := strings.Join(labs.ups, ","); got != "ovs,ovs+rmem,ovs+rmem,ovs+rmem" {
+	if got := strings.Join(labs.ups, ","); got != "ovs-netdev,ovs-netdev+rmem,ovs-netdev+rmem,ovs-netdev+rmem" {
 		t.Fatalf("ups = %s", got)
 	}
-	if got := strings.Join(labs.downs, ","); got != "ovs+rmem,ovs+rmem,ovs+rmem,ovs" {
+	if got := strings.Join(labs.downs, ","); got != "ovs-netdev+rmem,ovs-netdev+rmem,ovs-netdev+rmem,ovs-netdev" {
 		t.Fatalf("downs = %s (each exclusive build torn down right after its step)", got)
 	}
 	for _, s := range sink.samples {

@@ -80,6 +80,16 @@ type Options struct {
 // stored as incomplete.
 var ErrInterrupted = errors.New("run interrupted; finished samples are stored and the run is marked incomplete")
 
+// StepsFailedError is returned by Execute when the run finished but some of
+// its steps gave no result (a lab the kernel cannot build, a tool that
+// failed): what was measured is stored, and the caller exits non-zero so a
+// script or CI never mistakes the run for a clean one.
+type StepsFailedError struct{ Failed, Total int }
+
+func (e *StepsFailedError) Error() string {
+	return fmt.Sprintf("%d of %d steps failed (their reasons are in the report)", e.Failed, e.Total)
+}
+
 // Execute runs the experiment and returns the stored run id. Labs are built
 // once, before the first step, and all stay up for the whole run so steps can
 // be interleaved; they are removed on every path out, with a fresh context
@@ -187,6 +197,9 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	}
 	if !complete {
 		return runID, ErrInterrupted
+	}
+	if err == nil && failures > 0 {
+		err = &StepsFailedError{Failed: failures, Total: len(steps)}
 	}
 	return runID, err
 }

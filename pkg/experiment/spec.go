@@ -111,33 +111,38 @@ const (
 	MaxRepeats = 10000
 )
 
-// LoadFile reads and validates an experiment file.
+// LoadFile reads and validates an experiment file; topology files named in
+// it are resolved against the file's folder.
 func LoadFile(path string) (*Experiment, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read experiment: %w", err)
 	}
-	e, err := Parse(b, path)
-	if err != nil {
-		return nil, err
-	}
-	e.Dir = filepath.Dir(path)
-	return e, nil
+	return ParseIn(b, path, filepath.Dir(path))
 }
 
 var unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
 
-// Parse decodes an experiment strictly: unknown fields and bad values are
-// errors that name the file, the field and what is allowed.
-func Parse(b []byte, name string) (*Experiment, error) {
+// Parse decodes and checks an experiment whose topology files (if any) are
+// named relative to the working directory. See ParseIn.
+func Parse(b []byte, name string) (*Experiment, error) { return ParseIn(b, name, "") }
+
+// ParseIn decodes an experiment strictly — unknown fields and bad values are
+// errors that name the file, the field and what is allowed — and checks that
+// every arm can run (Check), resolving topology files against dir. Every
+// error wraps ErrInvalid.
+func ParseIn(b []byte, name, dir string) (*Experiment, error) {
 	var e Experiment
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%s: %s", name, explainYAML(err))
+		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, name, explainYAML(err))
 	}
-	e.Text = string(b)
+	e.Text, e.Dir = string(b), dir
 	if err := e.normalize(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, name, err)
+	}
+	if err := e.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &e, nil

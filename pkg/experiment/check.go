@@ -1,0 +1,154 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/lab"
+)
+
+// ErrInvalid is wrapped by every error that says an experiment file cannot
+// run as written; the CLI exits 2 for it, before anything is stored or built.
+var ErrInvalid = errors.New("invalid experiment")
+
+// ErrMissingTool is wrapped when an arm's engine is a tool this host lacks.
+var ErrMissingTool = errors.New("missing tool")
+
+// Check verifies that every arm can run as written, without touching the
+// kernel, the network or the database: its topology (preset or file) resolves
+// and takes its knobs, its client and server endpoints exist in that
+// topology, and its engine is registered, has each of the arm's tests and
+// builds a command for each message size (which is where a tool's own limits
+// live: sockperf's 14-byte and iperf3's 16-byte minimums). An experiment
+// that passes Check fails at run time only for what the host decides:
+// a kernel without a feature, a busy port.
+func (e *Experiment) Check() error {
+	for i := range e.Arms {
+		a := &e.Arms[i]
+		if err := e.checkArm(a); err != nil {
+			return fmt.Errorf("%w: arm %q: %w", ErrInvalid, a.Name, err)
+		}
+	}
+	return nil
+}
+
+func (e *Experiment) checkArm(a *Arm) error {
+	server := "192.0.2.1" // any address: building a command needs one
+	if a.Topology != "" {
+		spec, err := lab.Resolve(a.Topology, e.Dir, a.Knobs)
+		if err != nil {
+			return fmt.Errorf("topology %s: %w", a.Topology, err)
+		}
+		eps := spec.EndpointNames()
+		for _, ep := range []struct{ field, name string }{{"client", a.Client}, {"server", a.Server}} {
+			if !contains(eps, ep.name) {
+				return fmt.Errorf("field %s: %s has no endpoint %q (endpoints: %s)", ep.field, a.Topology, ep.name, strings.Join(eps, ", "))
+			}
+		}
+	} else {
+		server = a.ServerAddress
+	}
+	d, err := driver.Lookup(a.Engine)
+	if err != nil {
+		return fmt.Errorf("field engine: %w", err)
+	}
+	for _, t := range e.ArmTests(a) {
+		if err := d.Supports(t); err != nil {
+			return fmt.Errorf("engine %s: %w", a.Engine, err)
+		}
+		for _, size := range e.MsgSizes {
+			spec := driver.Spec{Server: server, Test: t, MsgSize: int(size), Duration: time.Duration(e.Duration),
+				Warmup: time.Duration(e.Warmup), Parallel: max(1, e.Parallel), RateBps: e.RateBps}
+			if _, err := d.ClientCommand(spec); err != nil {
+				return fmt.Errorf("engine %s, %s at %d bytes: %w", a.Engine, t, size, err)
+			}
+			if a.Topology != "" {
+				if _, err := d.ServerCommand(spec); err != nil {
+					return fmt.Errorf("engine %s, %s at %d bytes: %w", a.Engine, t, size, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Preflight checks what the host must offer before a run starts: every
+// arm's engine is installed. It runs after Check and before the run is
+// stored, so a missing tool leaves nothing behind.
+func (e *Experiment) Preflight() error {
+	seen := map[string]bool{}
+	for i := range e.Arms {
+		a := &e.Arms[i]
+		if seen[a.Engine] {
+			continue
+		}
+		seen[a.Engine] = true
+		d, err := driver.Lookup(a.Engine)
+		if err != nil {
+			return fmt.Errorf("%w: arm %q: %w", ErrInvalid, a.Name, err)
+		}
+		if err := d.Installed(); err != nil {
+			return fmt.Errorf("%w: arm %q: %w", ErrMissingTool, a.Name, err)
+		}
+	}
+	return nil
+}
+
+// Overrides are the command line's changes to a parsed experiment.
+type Overrides struct {
+	Repeats  int           // 0 keeps the file's
+	Duration time.Duration // 0 keeps the file's
+	Warmup   *time.Duration
+	Arms     []string // run only these arms, in the file's order; nil keeps all
+}
+
+// Override applies o and checks the result again; its errors wrap
+// ErrInvalid and name the flag.
+func (e *Experiment) Override(o Overrides) error {
+	bad := func(format string, a ...any) error { return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...) }
+	if o.Repeats < 0 || o.Repeats > MaxRepeats {
+		return bad("--repeats %d: want 1-%d", o.Repeats, MaxRepeats)
+	}
+	if o.Repeats > 0 {
+		e.Repeats = o.Repeats
+	}
+	if o.Duration < 0 || (o.Duration > 0 && o.Duration < 100*time.Millisecond) {
+		return bad("--duration %v: want ≥ 100ms", o.Duration)
+	}
+	if o.Duration > 0 {
+		e.Duration = Duration(o.Duration)
+	}
+	if o.Warmup != nil {
+		if *o.Warmup < 0 {
+			return bad("--warmup %v: must not be negative", *o.Warmup)
+		}
+		e.Warmup = Duration(*o.Warmup)
+	}
+	if len(o.Arms) > 0 {
+		var keep []Arm
+		for _, name := range o.Arms {
+			found := false
+			for _, a := range e.Arms {
+				if a.Name == name {
+					keep = append(keep, a)
+					found = true
+				}
+			}
+			if !found {
+				all := make([]string, 0, len(e.Arms))
+				for _, a := range e.Arms {
+					all = append(all, a.Name)
+				}
+				return bad("--arms: no arm %q in experiment %s (arms: %s)", name, e.Name, strings.Join(all, ", "))
+			}
+		}
+		e.Arms = keep
+		if !contains(o.Arms, e.Baseline) {
+			e.Baseline = ""
+		}
+	}
+	return e.Check()
+}
