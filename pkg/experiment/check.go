@@ -108,7 +108,9 @@ type Overrides struct {
 // Override applies o and checks the result again; its errors wrap
 // ErrInvalid and name the flag.
 func (e *Experiment) Override(o Overrides) error {
-	bad := func(format string, a ...any) error { return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...) }
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
+	}
 	if o.Repeats < 0 || o.Repeats > MaxRepeats {
 		return bad("--repeats %d: want 1-%d", o.Repeats, MaxRepeats)
 	}

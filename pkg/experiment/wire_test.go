@@ -1,8 +1,8 @@
 package experiment
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
