@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +23,7 @@ type clientFlags struct {
 	server, tests, sizes, rate, engine string
 	token                              string
 	port, parallel                     int
+	portSet                            bool // --port given explicitly
 	duration, warmup                   time.Duration
 	json                               bool
 }
@@ -37,9 +37,11 @@ type clientPlan struct {
 
 func (f *clientFlags) plan() (*clientPlan, error) {
 	p := &clientPlan{}
-	if f.server == "" {
-		return nil, errors.New("--server HOST is required")
+	host, port, err := engine.SplitServer(f.server, f.port, f.portSet)
+	if err != nil {
+		return nil, err
 	}
+	f.server, f.port = host, port
 	for _, t := range strings.Split(f.tests, ",") {
 		t = strings.TrimSpace(t)
 		if !result.ValidTest(t) {
@@ -93,6 +95,7 @@ through a reference tool (its server must be running on --server).`,
   cnibench client --server 10.0.0.2 --test udp_bw --msg-size 64 --rate 500M --json`,
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				f.portSet = cmd.Flags().Changed("port")
 				p, err := f.plan()
 				if err != nil {
 					return UsageError{err}
@@ -117,7 +120,7 @@ through a reference tool (its server must be running on --server).`,
 			},
 		}
 		fl := cmd.Flags()
-		fl.StringVar(&f.server, "server", "", "server host or IP (required)")
+		fl.StringVar(&f.server, "server", "", "server: HOST, HOST:PORT or [IPv6]:PORT (required)")
 		fl.IntVar(&f.port, "port", engine.DefaultPort, "server port (TCP and UDP)")
 		fl.StringVar(&f.tests, "test", "tcp_lat", "comma-separated tests: "+strings.Join(result.Tests, ","))
 		fl.StringVar(&f.sizes, "msg-size", "1", "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024)")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibench/cnibench/pkg/engine"
 )
 
 func TestClientFlagErrors(t *testing.T) {
@@ -14,7 +16,10 @@ func TestClientFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"client"}, "--server HOST is required"},
+		{[]string{"client"}, "--server is required"},
+		{[]string{"client", "--server", "10.99.0.2:5201", "--port", "7420"}, "names port 5201 but --port says 7420"},
+		{[]string{"client", "--server", "10.99.0.2:x"}, "want HOST:PORT with a port 1-65535"},
+		{[]string{"server", "--max-sessions", "0"}, "--max-sessions 0"},
 		{[]string{"client", "--server", "h", "--test", "tcp_lat,tcp_rr"}, `unknown test "tcp_rr"`},
 		{[]string{"client", "--server", "h", "--msg-size", "1Q"}, `bad size "1Q"`},
 		{[]string{"client", "--server", "h", "--test", "udp_bw", "--msg-size", "70000"}, "a UDP datagram carries at most 65507 bytes"},
@@ -47,5 +52,24 @@ func TestClientPlan(t *testing.T) {
 	}
 	if len(p.tests) != 2 || p.sizes[1] != 1024 || p.rate != 2e9 {
 		t.Errorf("plan %+v", p)
+	}
+}
+
+// --server HOST:PORT reaches the server on that port (loopback only).
+func TestClientServerHostPort(t *testing.T) {
+	s, err := engine.Listen(engine.ServerOptions{Listen: "127.0.0.1:0", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"client", "--server", s.Addr(), "--duration", "200ms", "--warmup", "0s", "--json"}, &out, &out); err != nil {
+		t.Fatalf("client --server %s: %v\n%s", s.Addr(), err, out.String())
+	}
+	if !strings.Contains(out.String(), `"test": "tcp_lat"`) {
+		t.Errorf("no result:\n%s", out.String())
 	}
 }
