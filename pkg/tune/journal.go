@@ -2,6 +2,7 @@ package tune
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,6 +146,9 @@ func ReadJournal(p string) ([]Entry, error) {
 	var pending error
 	for sc.Scan() {
 		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue // a blank line (an editor's) holds no entry
+		}
 		if pending != nil {
 			return nil, pending // a bad line that is not the last one
 		}
