@@ -53,7 +53,7 @@ func TestLabUsageErrors(t *testing.T) {
 	}
 }
 
-func TestLabCommands(t *testing.T) {
+func TestPrivLabCommands(t *testing.T) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	name := "cli-" + runid.New()

@@ -87,7 +87,7 @@ func TestTuneKnobsMarkdown(t *testing.T) {
 
 // TestTuneNetnsEndToEnd drives apply, status and rollback through the CLI
 // on a fresh namespace (privileged).
-func TestTuneNetnsEndToEnd(t *testing.T) {
+func TestPrivTuneNetnsEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces (CI runs as root)")
 	}
@@ -142,7 +142,7 @@ func TestTuneNetnsEndToEnd(t *testing.T) {
 
 // TestTuneLabScope builds a real vxlan lab, audits and applies the latency
 // profile in its namespaces only, and rolls back (privileged).
-func TestTuneLabScope(t *testing.T) {
+func TestPrivTuneLabScope(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to build a lab (CI runs as root)")
 	}
@@ -224,7 +224,7 @@ func TestTuneVerifyBadInput(t *testing.T) {
 // TestTuneVerifyEndToEnd runs verify on a one-arm experiment with the
 // throughput profile in lab scope: two stored runs, a comparison, and every
 // journal rolled back (privileged; a few seconds).
-func TestTuneVerifyEndToEnd(t *testing.T) {
+func TestPrivTuneVerifyEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to build labs (CI runs as root)")
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/netns"
 )
 
-func TestPairCreatedAndRemoved(t *testing.T) {
+func TestPrivPairCreatedAndRemoved(t *testing.T) {
 	var p *Pair
 	t.Run("create", func(t *testing.T) {
 		p = NewPair(t)

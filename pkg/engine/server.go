@@ -357,7 +357,14 @@ func (s *Server) control(fd int, leave func()) {
 		return
 	}
 	leave()
-	defer s.release(src)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			s.release(src)
+		}
+	}
+	defer release()
 	welcome := &Msg{Type: msgWelcome, Proto: ProtoVersion, Version: s.o.Version, Session: id, Env: &s.env}
 	if s.o.Token != "" {
 		welcome.Nonce = newNonce()
@@ -413,6 +420,10 @@ func (s *Server) control(fd int, leave func()) {
 		return
 	}
 	rep := ss.finish(a, stop.UDPSent)
+	// The slot is free once the report is ready: a client that starts its
+	// next session as soon as it reads this one's report must not find the
+	// server "busy" with a session that is only tearing down.
+	release()
 	if err := writeMsg(c, &Msg{Type: msgReport, Report: rep}); err != nil {
 		s.logf("%s: session %d: send report: %v", peer, id, err)
 	}

@@ -84,7 +84,7 @@ func decodeSet(t *testing.T, out string) *result.Set {
 	return set
 }
 
-func TestVethAllTests(t *testing.T) {
+func TestPrivVethAllTests(t *testing.T) {
 	p := testns.NewPair(t)
 	serveIn(t, p.A, p.AIP.String()+":7420")
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", strings.Join(result.Tests, ","),
@@ -117,7 +117,7 @@ func TestVethAllTests(t *testing.T) {
 	}
 }
 
-func TestVethClientErrors(t *testing.T) {
+func TestPrivVethClientErrors(t *testing.T) {
 	p := testns.NewPair(t)
 	serveIn(t, p.A, p.AIP.String()+":7420")
 	for _, c := range []struct {
@@ -151,7 +151,7 @@ func TestVethClientErrors(t *testing.T) {
 }
 
 // TestVethKilledClient kills client processes mid-test; the server goes on.
-func TestVethKilledClient(t *testing.T) {
+func TestPrivVethKilledClient(t *testing.T) {
 	p := testns.NewPair(t)
 	serveIn(t, p.A, p.AIP.String()+":7420")
 	for _, test := range []string{result.TCPBW, result.UDPBW, result.TCPLat, result.TCPCRR} {
@@ -231,7 +231,7 @@ func nftCounter(t *testing.T, ns, name string) int64 {
 // TestVethUDPLossInjected drops 30% of the measured udp_bw datagrams with
 // nftables in the server's namespace and checks the receiver's accounting
 // against the rule's own counter, datagram for datagram.
-func TestVethUDPLossInjected(t *testing.T) {
+func TestPrivVethUDPLossInjected(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft not installed (make deps)")
 	}
@@ -297,7 +297,7 @@ func lossCheck(t *testing.T, p *testns.Pair, table, size string, before *int64) 
 // unlimited 64 B stream, so its socket buffer overflows: every datagram
 // the receiver's sequence accounting calls lost must be one the kernel
 // counted as a UDP receive error in the server's namespace.
-func TestVethUDPKernelDrops(t *testing.T) {
+func TestPrivVethUDPKernelDrops(t *testing.T) {
 	p := testns.NewPair(t)
 	srv := serveIn(t, p.A, p.AIP.String()+":7420")
 	// Stop the server 150 ms in every 400 ms while the client runs, so some
@@ -339,7 +339,7 @@ func TestVethUDPKernelDrops(t *testing.T) {
 // TestVethCRRLeavesNoClientTimeWait: the client waits for the server's FIN,
 // so TIME_WAIT stays on the server's side and back-to-back tcp_crr runs do
 // not exhaust the client's ephemeral ports.
-func TestVethCRRLeavesNoClientTimeWait(t *testing.T) {
+func TestPrivVethCRRLeavesNoClientTimeWait(t *testing.T) {
 	p := testns.NewPair(t)
 	serveIn(t, p.A, p.AIP.String()+":7420")
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "tcp_crr", "--duration", "1s", "--warmup", "100ms", "--json")

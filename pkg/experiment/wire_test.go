@@ -33,7 +33,7 @@ func (r *recordingLabs) Up(ctx context.Context, topo, dir string, knobs map[stri
 // The whole chain for real: labs built with netlink, the built-in engine's
 // server and client started in the endpoints' namespaces, every sample
 // stored in SQLite, every lab removed.
-func TestExecuteRealLabsAndEngine(t *testing.T) {
+func TestPrivExecuteRealLabsAndEngine(t *testing.T) {
 	testns.NeedRoot(t)
 	builtin.Binary = testns.Binary(t)
 	defer func() { builtin.Binary = "" }()

@@ -176,7 +176,7 @@ func needOVS(t *testing.T) {
 
 // TestPresets builds each preset, carries TCP and UDP from client to server
 // (and node1 to node2), tears it down and checks nothing is left.
-func TestPresets(t *testing.T) {
+func TestPrivPresets(t *testing.T) {
 	testns.NeedRoot(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
@@ -227,7 +227,7 @@ func TestPresets(t *testing.T) {
 
 // TestKnobs checks that knobs reach the kernel and traffic still flows,
 // including through a service VIP.
-func TestKnobs(t *testing.T) {
+func TestPrivKnobs(t *testing.T) {
 	testns.NeedRoot(t)
 	for _, topo := range []string{"vxlan", "native", "veth", "bridge", "macvlan", "ovs-netdev"} {
 		t.Run(topo, func(t *testing.T) {
@@ -304,7 +304,7 @@ func TestKnobs(t *testing.T) {
 
 // TestSocketBufferKnob checks rmem_max reaches the kernel (per-namespace
 // or journaled on the host) and is restored by Down.
-func TestSocketBufferKnob(t *testing.T) {
+func TestPrivSocketBufferKnob(t *testing.T) {
 	testns.NeedRoot(t)
 	before, err := readSysctl("net/core/rmem_max")
 	if err != nil {
@@ -336,7 +336,7 @@ func TestSocketBufferKnob(t *testing.T) {
 
 // TestMissingKernelFeature: a tunnel the kernel lacks gives ErrNotSupported,
 // names the kernel option, and leaves nothing (not even a state file).
-func TestMissingKernelFeature(t *testing.T) {
+func TestPrivMissingKernelFeature(t *testing.T) {
 	testns.NeedRoot(t)
 	tested := 0
 	for _, topo := range []string{"geneve", "ipip"} {
@@ -367,7 +367,7 @@ func TestMissingKernelFeature(t *testing.T) {
 
 // TestUpCancelled: Ctrl-C (ctx cancel) in the middle of Up removes what
 // was created.
-func TestUpCancelled(t *testing.T) {
+func TestPrivUpCancelled(t *testing.T) {
 	testns.NeedRoot(t)
 	s, _ := Preset("bridge")
 	_ = s.Set("nodes", "2")
@@ -397,7 +397,7 @@ func TestUpCancelled(t *testing.T) {
 	assertClean(t, id)
 }
 
-func TestBuildFailureUndoes(t *testing.T) {
+func TestPrivBuildFailureUndoes(t *testing.T) {
 	testns.NeedRoot(t)
 	s, _ := Preset("native")
 	id := runid.New()
@@ -426,7 +426,7 @@ func TestBuildFailureUndoes(t *testing.T) {
 
 // TestCleanAfterSIGKILL kills `cnibench lab up` (mid-way and after it
 // finished) and checks `cnibench lab clean --id` removes everything.
-func TestCleanAfterSIGKILL(t *testing.T) {
+func TestPrivCleanAfterSIGKILL(t *testing.T) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	topo := filepath.Join(t.TempDir(), "big.yaml")
@@ -486,7 +486,7 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 // TestPresetsEngineTraffic runs the real engine (cnibench server/client,
 // started inside the endpoints' namespaces) across every preset that this
 // kernel supports: tcp_lat and udp_lat, client to server and node to node.
-func TestPresetsEngineTraffic(t *testing.T) {
+func TestPrivPresetsEngineTraffic(t *testing.T) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	for _, p := range Presets() {
@@ -564,7 +564,7 @@ func TestPresetsEngineTraffic(t *testing.T) {
 
 // TestLabsCoexist: two labs with the same addresses run side by side,
 // because every address lives inside the lab's own namespaces.
-func TestLabsCoexist(t *testing.T) {
+func TestPrivLabsCoexist(t *testing.T) {
 	testns.NeedRoot(t)
 	ctx := context.Background()
 	var labs []*Lab
@@ -596,7 +596,7 @@ func TestLabsCoexist(t *testing.T) {
 
 // TestOVSSockBuf: OVS's packet sockets on the lab's ports get the asked
 // buffer size, and the host's socket defaults are back afterwards.
-func TestOVSSockBuf(t *testing.T) {
+func TestPrivOVSSockBuf(t *testing.T) {
 	testns.NeedRoot(t)
 	needOVS(t)
 	if _, err := exec.LookPath("ss"); err != nil {

@@ -19,7 +19,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func TestCreateDoDelete(t *testing.T) {
+func TestPrivCreateDoDelete(t *testing.T) {
 	needRoot(t)
 	name := runid.Name(runid.New(), "nstest")
 	if err := Create(name); err != nil {
@@ -74,7 +74,7 @@ func TestCreateDoDelete(t *testing.T) {
 
 // TestDeleteHalfCreated: a Create killed before its bind mount leaves only
 // the file under /run/netns; Delete must still remove it.
-func TestDeleteHalfCreated(t *testing.T) {
+func TestPrivDeleteHalfCreated(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to write /run/netns")
 	}

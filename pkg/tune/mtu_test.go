@@ -13,7 +13,7 @@ import (
 // namespaces) and checks the netlink-based MTU audit: a 1500-byte vxlan on a
 // 1500-byte underlay does not fit, 1450 does; a 1500-byte pod veth behind a
 // 1450-byte tunnel does not.
-func TestMTURealVxlan(t *testing.T) {
+func TestPrivMTURealVxlan(t *testing.T) {
 	p := testns.NewPair(t)
 	h, err := netns.Handle(p.A)
 	if err != nil {

@@ -78,7 +78,7 @@ func rawValues(t *testing.T, e *Env, ks []*Knob) map[string]string {
 	return m
 }
 
-func TestNetnsApplyRollbackExact(t *testing.T) {
+func TestPrivNetnsApplyRollbackExact(t *testing.T) {
 	ns := newNetns(t)
 	host := DefaultEnv()
 	e := host.WithNetns(ns)
@@ -141,7 +141,7 @@ func equalMaps(a, b map[string]string) bool {
 
 const crashEnv = "CNIBENCH_TUNE_CRASH_CHILD"
 
-// TestCrashChild is not a test on its own: TestCrashMidApply re-runs the test
+// TestCrashChild is not a test on its own: TestPrivCrashMidApply re-runs the test
 // binary with crashEnv set, and this function applies a profile inside the
 // given namespace and SIGKILLs itself right after the first write.
 func TestCrashChild(t *testing.T) {
@@ -161,7 +161,7 @@ func TestCrashChild(t *testing.T) {
 	t.Fatalf("apply returned (%v): the crash hook did not fire", err)
 }
 
-func TestCrashMidApply(t *testing.T) {
+func TestPrivCrashMidApply(t *testing.T) {
 	ns := newNetns(t)
 	e := DefaultEnv().WithNetns(ns)
 	ks := netnsKnobs(t)
@@ -209,7 +209,7 @@ func TestCrashMidApply(t *testing.T) {
 
 // A lab torn down after apply leaves a journal for namespaces that are gone;
 // rolling it back succeeds and marks it done.
-func TestRollbackNamespaceGone(t *testing.T) {
+func TestPrivRollbackNamespaceGone(t *testing.T) {
 	ns := newNetns(t)
 	lower(t, ns)
 	jdir := t.TempDir()

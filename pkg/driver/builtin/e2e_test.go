@@ -10,10 +10,10 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-// TestEndToEnd runs `cnibench server` and `cnibench client --json` across a
+// TestPrivEndToEnd runs `cnibench server` and `cnibench client --json` across a
 // veth pair through Measure (privileged). It needs the built binary in
 // $CNIBENCH_BIN (`make test` sets it); the test binary itself is not cnibench.
-func TestEndToEnd(t *testing.T) {
+func TestPrivEndToEnd(t *testing.T) {
 	bin := os.Getenv("CNIBENCH_BIN")
 	if bin == "" {
 		t.Skip("CNIBENCH_BIN is not set (make test builds bin/cnibench and sets it)")

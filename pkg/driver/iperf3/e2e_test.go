@@ -8,8 +8,8 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-// TestEndToEnd runs real iperf3 across a veth pair (privileged).
-func TestEndToEnd(t *testing.T) {
+// TestPrivEndToEnd runs real iperf3 across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
 	rs := drivertest.Run(t, Driver{}, 15290,
 		driver.Spec{Test: "tcp_bw", Duration: time.Second},
 		driver.Spec{Test: "tcp_bw", Duration: time.Second, Parallel: 2},

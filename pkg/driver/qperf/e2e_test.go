@@ -8,8 +8,8 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-// TestEndToEnd runs real qperf across a veth pair (privileged).
-func TestEndToEnd(t *testing.T) {
+// TestPrivEndToEnd runs real qperf across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
 	var specs []driver.Spec
 	for _, test := range []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"} {
 		specs = append(specs, driver.Spec{Test: test, MsgSize: 1024, Duration: time.Second})

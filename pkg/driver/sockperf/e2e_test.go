@@ -8,8 +8,8 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-// TestEndToEnd runs real sockperf across a veth pair (privileged).
-func TestEndToEnd(t *testing.T) {
+// TestPrivEndToEnd runs real sockperf across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
 	rs := drivertest.Run(t, Driver{}, 11190,
 		driver.Spec{Test: "tcp_lat", MsgSize: 64, Duration: time.Second},
 		driver.Spec{Test: "udp_lat", MsgSize: 64, Duration: time.Second},
