@@ -225,3 +225,46 @@ func FuzzServerSession(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUDPHeader: whatever a datagram holds, reading its header never
+// panics; a datagram the sender built is read back exactly: its sequence
+// number from 8 bytes up, its send time from 16, the measured flag alone
+// below 8 (count-only streams).
+func FuzzUDPHeader(f *testing.F) {
+	f.Add([]byte{0x80, 0, 0, 0, 0, 0, 0, 1}, uint64(1), int64(5), 64, true)
+	f.Add([]byte("CNBU\x00\x00\x00\x01\x00\x00\x00\x00"), uint64(0), int64(0), 1, false)
+	f.Add([]byte{}, uint64(1<<62), int64(-1), 15, false)
+	f.Fuzz(func(t *testing.T, raw []byte, seq uint64, sendNs int64, size int, measured bool) {
+		_, _, _ = readUDPHdr(raw, true)
+		_, _, _ = readUDPHdr(raw, false)
+		if size < 1 || size > 65507 {
+			return
+		}
+		seq &^= measuredBit
+		hdr := seq
+		if measured {
+			hdr |= measuredBit
+		}
+		b := make([]byte, size)
+		putUDPHdr(b, hdr, sendNs)
+		kind, gotSeq, gotTS := readUDPHdr(b, size < udpHdrMin)
+		switch {
+		case !measured:
+			if kind != udpIgnored {
+				t.Fatalf("warmup datagram of %d bytes read as %v", size, kind)
+			}
+		case size < udpHdrMin:
+			if kind != udpShortMeasured {
+				t.Fatalf("measured %d-byte datagram read as %v", size, kind)
+			}
+		default:
+			wantTS := int64(0)
+			if size >= udpHdrTS {
+				wantTS = sendNs
+			}
+			if kind != udpMeasured || gotSeq != seq || gotTS != wantTS {
+				t.Fatalf("%d bytes seq %d ts %d read as %v %d %d", size, seq, sendNs, kind, gotSeq, gotTS)
+			}
+		}
+	})
+}

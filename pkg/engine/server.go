@@ -861,27 +861,14 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop
 		var got int64
 		for i := range n {
 			l := int(b.hdrs[i].n)
-			p := b.bufs[i][:l]
-			if l == 0 || p[0] == 'C' { // empty, or a retried hello
-				continue
+			switch kind, seq, ts := readUDPHdr(b.bufs[i][:l], t.countOnly); kind {
+			case udpShortMeasured:
+				t.received++
+				got += int64(l)
+			case udpMeasured:
+				t.add(seq, ts, now)
+				got += int64(l)
 			}
-			if l < udpHdrMin {
-				if t.countOnly && p[0]&0x80 != 0 { // a measured short datagram
-					t.received++
-					got += int64(l)
-				}
-				continue
-			}
-			seq := binary.BigEndian.Uint64(p)
-			if seq&measuredBit == 0 {
-				continue // warmup
-			}
-			var ts int64
-			if l >= udpHdrTS {
-				ts = int64(binary.BigEndian.Uint64(p[8:]))
-			}
-			t.add(seq&^measuredBit, ts, now)
-			got += int64(l)
 		}
 		if got > 0 {
 			bytes.Add(got)

@@ -31,6 +31,39 @@ func putUDPHdr(b []byte, seq uint64, sendNs int64) {
 	}
 }
 
+// udpKind is what a received udp_bw datagram is to the receiver.
+type udpKind uint8
+
+const (
+	udpIgnored       udpKind = iota // empty, a retried hello, warmup, or too short to read
+	udpShortMeasured                // shorter than a sequence number, sent in the measured interval
+	udpMeasured                     // sequence number (and maybe a send time) in the measured interval
+)
+
+// readUDPHdr reads what putUDPHdr wrote: the sequence number without its
+// measured bit, and the send time when the datagram is long enough to carry
+// one (else 0). countOnly is the stream's mode: datagrams shorter than a
+// sequence number only count.
+func readUDPHdr(p []byte, countOnly bool) (kind udpKind, seq uint64, sendNs int64) {
+	if len(p) == 0 || p[0] == 'C' { // 'C': a retried hello ("CNBU…")
+		return udpIgnored, 0, 0
+	}
+	if len(p) < udpHdrMin {
+		if countOnly && p[0]&0x80 != 0 {
+			return udpShortMeasured, 0, 0
+		}
+		return udpIgnored, 0, 0
+	}
+	seq = binary.BigEndian.Uint64(p)
+	if seq&measuredBit == 0 {
+		return udpIgnored, 0, 0 // warmup
+	}
+	if len(p) >= udpHdrTS {
+		sendNs = int64(binary.BigEndian.Uint64(p[8:]))
+	}
+	return udpMeasured, seq &^ measuredBit, sendNs
+}
+
 // seqWindow is how far back (in datagrams) the receiver remembers which
 // sequence numbers it has seen, to tell a late datagram from a duplicate.
 const seqWindow = 1 << 20
