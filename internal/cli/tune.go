@@ -9,12 +9,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -399,7 +399,7 @@ func tuneHoldCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "holding cpu_dma_latency at %d µs (kernel now reports %d); Ctrl-C to release\n", us, cur)
 			ctx := cmd.Context()
 			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			signal.Notify(sig, unix.SIGINT, unix.SIGTERM)
 			defer signal.Stop(sig)
 			select {
 			case <-ctx.Done():

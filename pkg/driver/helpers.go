@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os/exec"
@@ -22,11 +23,37 @@ type DefaultPorter interface {
 	DefaultPort() int
 }
 
+// ErrNotInstalled is matched (errors.Is) by every Driver.Installed error.
+var ErrNotInstalled = errors.New("tool not installed")
+
+// ErrNotSupported is matched by every Driver.Supports error: the tool has no
+// such test, or cannot run it as asked.
+var ErrNotSupported = errors.New("not supported by this engine")
+
+// kindError is a one-line message that also matches a sentinel.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// NotSupported formats a Supports error that matches ErrNotSupported.
+func NotSupported(format string, a ...any) error {
+	return &kindError{ErrNotSupported, fmt.Sprintf(format, a...)}
+}
+
+// NotInstalled formats an Installed error that matches ErrNotInstalled.
+func NotInstalled(format string, a ...any) error {
+	return &kindError{ErrNotInstalled, fmt.Sprintf(format, a...)}
+}
+
 // CheckInstalled returns nil when bin is on $PATH, else the one-line error the
 // Driver.Installed contract asks for: "<bin> is not installed: apt-get install <pkg>".
 func CheckInstalled(bin, aptPkg string) error {
 	if _, err := exec.LookPath(bin); err != nil {
-		return fmt.Errorf("%s is not installed: apt-get install %s", bin, aptPkg)
+		return NotInstalled("%s is not installed: apt-get install %s", bin, aptPkg)
 	}
 	return nil
 }

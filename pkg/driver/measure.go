@@ -16,6 +16,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
+	"golang.org/x/sys/unix"
 )
 
 // Timeouts used by Measure. Variables so a slow CI host can widen them.
@@ -145,6 +146,8 @@ func fillProcessCPU(r *result.Result, side string, ps *os.ProcessState, wall flo
 	if ps == nil {
 		return
 	}
+	// os.ProcessState and exec.Cmd speak the syscall package's types
+	// (Rusage, SysProcAttr): the only syscall uses left in cnibench.
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok || ru == nil {
 		return
@@ -234,7 +237,7 @@ func startProcess(ctx context.Context, ns string, argv []string, stdout *bytes.B
 		go func() {
 			select {
 			case <-ctx.Done():
-				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				_ = unix.Kill(-c.Process.Pid, unix.SIGKILL)
 			case <-p.done:
 			}
 		}()
@@ -250,15 +253,15 @@ func (p *process) stop() {
 	select {
 	case <-p.done:
 	default:
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = unix.Kill(-pgid, unix.SIGTERM)
 		select {
 		case <-p.done:
 		case <-time.After(StopGrace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = unix.Kill(-pgid, unix.SIGKILL)
 			<-p.done
 		}
 	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := unix.Kill(-pgid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		_ = err // EPERM cannot happen for our own children; nothing else to do
 	}
 }

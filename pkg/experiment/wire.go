@@ -2,9 +2,9 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
@@ -107,7 +107,7 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Description: a.Description, Topology: topo, Engine: a.Engine, Knobs: a.Knobs})
 	}
 	id, err := s.DB.CreateRun(run)
-	if err != nil && strings.Contains(err.Error(), "already exists") {
+	if errors.Is(err, store.ErrRunExists) {
 		// Two runs of one experiment started within the same second.
 		run.Name += "-" + runid.New()
 		id, err = s.DB.CreateRun(run)

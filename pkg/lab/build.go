@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 )
 
 // builder turns a planned Lab into kernel objects. It holds netlink handles
@@ -555,5 +555,5 @@ func probeTunnel(ns, topo string) error {
 
 // isNotSupported recognises the kernel's answer to an unknown link kind.
 func isNotSupported(err error) bool {
-	return errors.Is(err, syscall.EOPNOTSUPP)
+	return errors.Is(err, unix.EOPNOTSUPP)
 }

@@ -1,14 +1,12 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 
-	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/tune"
 )
 
 // applyKnobs applies the spec's knobs once the topology exists.
@@ -80,39 +78,21 @@ func (b *builder) offloadTargets() [][2]string {
 	return out
 }
 
-func (b *builder) applyOffloads(ctx context.Context, offs []Offload) error {
-	args := []string{}
+func (b *builder) applyOffloads(_ context.Context, offs []Offload) error {
+	set := make(map[string]bool, len(offs))
 	for _, o := range offs {
-		v := "off"
-		if o.On {
-			v = "on"
-		}
-		args = append(args, o.Feature, v)
+		set[o.Feature] = o.On
 	}
 	for _, t := range b.offloadTargets() {
-		if err := ethtoolK(ctx, t[0], t[1], args...); err != nil {
-			return err
+		// One ethtool path for cnibench: tune's SIOCETHTOOL ioctl, run
+		// inside the interface's namespace.
+		fixed, err := tune.SetOffloads(t[0], t[1], set)
+		if err != nil {
+			return fmt.Errorf("offloads in %s: %w", nsLabel(t[0]), err)
 		}
-	}
-	return nil
-}
-
-// ethtoolK runs `ethtool -K IF feature on|off ...` inside ns. The ethtool
-// binary speaks the kernel's ethtool netlink/ioctl interface; vishvananda/
-// netlink has no feature-setting call.
-func ethtoolK(ctx context.Context, ns, ifname string, featureArgs ...string) error {
-	path, err := exec.LookPath("ethtool")
-	if err != nil {
-		return fmt.Errorf("offloads: ethtool not found (Debian package ethtool): %w", err)
-	}
-	cmd := exec.CommandContext(ctx, path, append([]string{"-K", ifname}, featureArgs...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := netns.Start(ns, cmd); err != nil {
-		return fmt.Errorf("ethtool -K %s: %w", ifname, err)
-	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("ethtool -K %s %s in %s: %v: %s", ifname, strings.Join(featureArgs, " "), nsLabel(ns), err, strings.TrimSpace(out.String()))
+		if len(fixed) > 0 {
+			b.logf("offloads: %s fixed by the driver of %s in %s, left as is", strings.Join(fixed, ", "), t[1], nsLabel(t[0]))
+		}
 	}
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Open vSwitch is driven through its own tools (ovs-vsctl speaks OVSDB);
@@ -95,7 +97,8 @@ func runDying(ctx context.Context, argv ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// exec.Cmd takes the syscall package's SysProcAttr (x/sys/unix has none).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
 	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("%s %s: %v: %s", filepath.Base(argv[0]), strings.Join(argv[1:], " "), err, strings.Join(strings.Fields(out.String()), " "))
 	}
@@ -207,13 +210,13 @@ func (b *builder) buildOVSNetdev(ctx context.Context) error {
 // ovsPods configures the pods of an OVS topology. TCP across a netdev
 // bridge needs TX checksum offload off in the pods: the userspace datapath
 // does not complete partial checksums of veth frames.
-func (b *builder) ovsPods(ctx context.Context) error {
+func (b *builder) ovsPods(_ context.Context) error {
 	for _, p := range b.lo.pods {
 		if err := b.podUp(p, false, b.serviceRoutes(p)...); err != nil {
 			return err
 		}
-		if err := ethtoolK(ctx, p.netns, "eth0", "tx", "off"); err != nil {
-			return err
+		if _, err := tune.SetOffloads(p.netns, "eth0", map[string]bool{"tx": false}); err != nil {
+			return fmt.Errorf("tx checksum offload off in %s: %w", p.netns, err)
 		}
 	}
 	return nil
@@ -270,7 +273,7 @@ func stopPrivOVS(dir string) error {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		if err := unix.Kill(pid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", d, pid, err))
 			continue
 		}
@@ -278,13 +281,13 @@ func stopPrivOVS(dir string) error {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if procAlive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	}
 	// A daemon that had not written its pid file yet (a killed `up`) is
 	// found by its command line, which names its private run directory.
 	for _, pid := range pidsMentioning(dir) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)

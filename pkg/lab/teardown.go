@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // teardown removes what the state says may exist. Everything not found is
@@ -67,7 +67,7 @@ func delHostLink(name string) error {
 		// Gone in between: deleting a pod's namespace takes its veth
 		// peer with it, asynchronously.
 		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) || errors.Is(err, syscall.ENODEV) {
+		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
 			return nil
 		}
 		return fmt.Errorf("delete link %s: %w", name, err)

@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -77,7 +76,7 @@ func Delete(name string) error {
 		return nil
 	}
 	err := vns.DeleteNamed(name)
-	if errors.Is(err, syscall.EINVAL) {
+	if errors.Is(err, unix.EINVAL) {
 		// Not a mount point: a Create killed between making the file and
 		// bind-mounting the namespace on it. Only the file is left.
 		err = os.Remove(Path(name))

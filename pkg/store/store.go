@@ -16,13 +16,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 
-	_ "modernc.org/sqlite" // pure-Go SQLite driver: no cgo, so the static binary keeps working
+	// pure-Go SQLite driver: no cgo, so the static binary keeps working
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Run kinds.
@@ -84,6 +85,9 @@ type DB struct {
 	db   *sql.DB
 	path string
 }
+
+// ErrRunExists is wrapped by CreateRun when the name is taken.
+var ErrRunExists = errors.New("run exists")
 
 // DefaultPath is $CNIBENCH_DB if set, else $XDG_DATA_HOME/cnibench/results.db,
 // else ~/.local/share/cnibench/results.db.
@@ -170,8 +174,9 @@ func (d *DB) CreateRun(r *Run) (int64, error) {
 		VALUES(?,?,?,?,?,?,?,?,?,?)`,
 		r.Name, r.Kind, r.Experiment, r.Baseline, fmtTime(r.Started), nullTime(r.Finished), r.Complete, r.Status, string(host), string(labels))
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE") {
-			return 0, fmt.Errorf("create run: a run named %q already exists; choose another name", r.Name)
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+			return 0, fmt.Errorf("create run: %w: a run named %q already exists; choose another name", ErrRunExists, r.Name)
 		}
 		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
 	}

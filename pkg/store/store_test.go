@@ -234,3 +234,14 @@ func TestDefaultPath(t *testing.T) {
 		t.Errorf("DefaultPath() = %q", p)
 	}
 }
+
+func TestCreateRunNameTaken(t *testing.T) {
+	d := openTemp(t)
+	if _, err := d.CreateRun(&Run{Name: "same"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.CreateRun(&Run{Name: "same"})
+	if !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), `"same" already exists`) {
+		t.Fatalf("second run with the same name: %v", err)
+	}
+}

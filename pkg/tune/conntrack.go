@@ -3,6 +3,7 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ func readInt(path string) (int64, error) {
 }
 
 func conntrackMissing(e *Env, err error) error {
-	if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "does not exist") {
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("nf_conntrack is not loaded (%s/sys/net/netfilter/nf_conntrack_max does not exist): nothing is tracked", e.ProcRoot)
 	}
 	return err

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultJournalDir is where apply keeps its journals.
@@ -59,7 +59,7 @@ func lockDir(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal lock: %w", err)
 	}

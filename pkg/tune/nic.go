@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/safchain/ethtool"
-	"syscall"
+	"golang.org/x/sys/unix"
 )
 
 // NIC knobs: ring sizes, offloads, IRQ affinity and irqbalance. Interfaces
@@ -95,7 +96,7 @@ func (kernelNIC) SetFeature(ifname, feature string, on bool) error {
 
 // nicErr explains ethtool errors a user meets on virtual hardware.
 func nicErr(ifname, what string, err error) error {
-	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EINVAL) {
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("%s: driver does not support %s (%v)", ifname, what, err)
 	}
 	return fmt.Errorf("%s: %s: %w", ifname, what, err)
@@ -437,4 +438,77 @@ func cpuMask(cpu int) string {
 	}
 	groups[len(groups)-1-cpu/32] = fmt.Sprintf("%08x", uint32(1)<<(cpu%32))
 	return strings.Join(groups, ",")
+}
+
+// offloadGroups maps `ethtool -K` short names to the kernel feature strings
+// each stands for (ethtool's off_flag_def table), so lab knobs and tune
+// share one ethtool path: the ioctl, never the ethtool binary.
+var offloadGroups = map[string][]string{
+	"rx":  {"rx-checksum"},
+	"tx":  {"tx-checksum-ipv4", "tx-checksum-ip-generic", "tx-checksum-ipv6", "tx-checksum-fcoe-crc", "tx-checksum-sctp"},
+	"sg":  {"tx-scatter-gather", "tx-scatter-gather-fraglist"},
+	"tso": {"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation"},
+	"gso": {"tx-generic-segmentation"},
+	"gro": {"rx-gro"},
+	"lro": {"rx-lro"},
+}
+
+// OffloadNames lists the short offload names SetOffloads takes.
+func OffloadNames() []string {
+	out := make([]string, 0, len(offloadGroups))
+	for k := range offloadGroups {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SetOffloads is `ethtool -K ifname gro off tso on …` inside the named
+// network namespace ("" = this one), through the SIOCETHTOOL ioctl. Like
+// ethtool, a short name changes every kernel feature of its group that the
+// driver lets change, and a feature the driver fixes is left as it is: the
+// short names all of whose features are fixed are returned, so the caller
+// can say so.
+func SetOffloads(ns, ifname string, set map[string]bool) (fixed []string, err error) {
+	in := netns.Do
+	if ns == "" {
+		in = func(_ string, fn func() error) error { return fn() }
+	}
+	err = in(ns, func() error {
+		et, err := ethtool.NewEthtool()
+		if err != nil {
+			return fmt.Errorf("ethtool socket: %w", err)
+		}
+		defer et.Close()
+		have, err := et.FeaturesWithState(ifname)
+		if err != nil {
+			return nicErr(ifname, "read offloads", err)
+		}
+		change := map[string]bool{}
+		for short, on := range set {
+			group, ok := offloadGroups[short]
+			if !ok {
+				return fmt.Errorf("offload %q: unknown (known: %s)", short, strings.Join(OffloadNames(), ", "))
+			}
+			n := 0
+			for _, f := range group {
+				if st, ok := have[f]; ok && st.Available {
+					change[f] = on
+					n++
+				}
+			}
+			if n == 0 {
+				fixed = append(fixed, short)
+			}
+		}
+		sort.Strings(fixed)
+		if len(change) == 0 {
+			return nil
+		}
+		if err := et.Change(ifname, change); err != nil {
+			return nicErr(ifname, "set offloads", err)
+		}
+		return nil
+	})
+	return fixed, err
 }

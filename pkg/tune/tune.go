@@ -2,8 +2,10 @@
 // knob reads and writes, what the source documents recommend for a latency or
 // a throughput profile, and how to apply it with a journal and roll it back.
 //
-// Knobs are grouped by family, one file each (sysctl_*.go, cpu.go, nic.go,
-// conntrack.go, ovs.go, kubeproxy.go, mtu.go). Every /proc, /sys and /dev
+// Knobs are grouped by family, one file each (sysctl.go, cpu.go, nic.go,
+// conntrack.go — which also audits kube-proxy's rules —, ovs.go, mtu.go);
+// sources.go names the documents they come from, journal.go applies and
+// rolls back. Every /proc, /sys and /dev
 // path goes through Env's roots, the way node_exporter's --path.procfs works,
 // so audits run on fixture trees in tests without root.
 package tune
@@ -344,11 +346,18 @@ func writeFile(path, value string) error {
 	return cerr
 }
 
-// explain turns a missing file into a reason a user can act on.
+// explain turns a missing file into a reason a user can act on, keeping
+// errors.Is(err, fs.ErrNotExist) true for callers that branch on it.
 func explain(err error) error {
 	var pe *os.PathError
 	if errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe) {
-		return fmt.Errorf("%s does not exist", pe.Path)
+		return missingError{pe.Path}
 	}
 	return err
 }
+
+// missingError says a file a knob reads does not exist.
+type missingError struct{ path string }
+
+func (e missingError) Error() string { return e.path + " does not exist" }
+func (e missingError) Unwrap() error { return fs.ErrNotExist }

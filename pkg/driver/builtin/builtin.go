@@ -38,7 +38,7 @@ func (Driver) DefaultPort() int { return DefaultPort }
 // Supports implements driver.Driver: the engine has every test.
 func (Driver) Supports(test string) error {
 	if !result.ValidTest(test) {
-		return fmt.Errorf("builtin: unknown test %q (known: %s)", test, strings.Join(result.Tests, ", "))
+		return driver.NotSupported("builtin: unknown test %q (known: %s)", test, strings.Join(result.Tests, ", "))
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func (Driver) Installed() error {
 	}
 	st, err := os.Stat(b)
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("cnibench binary %q is not an executable: build it with `make build` and set CNIBENCH_BIN", b)
+		return driver.NotInstalled("cnibench binary %q is not an executable: build it with `make build` and set CNIBENCH_BIN", b)
 	}
 	return nil
 }

@@ -33,9 +33,9 @@ func (Driver) Supports(test string) error {
 	case result.TCPBW, result.UDPBW:
 		return nil
 	case result.TCPLat, result.UDPLat, result.TCPCRR:
-		return fmt.Errorf("iperf3 has no %s test (it only streams); use engine qperf, sockperf or builtin", test)
+		return driver.NotSupported("iperf3 has no %s test (it only streams); use engine qperf, sockperf or builtin", test)
 	}
-	return fmt.Errorf("iperf3: unknown test %q (iperf3 runs tcp_bw, udp_bw)", test)
+	return driver.NotSupported("iperf3: unknown test %q (iperf3 runs tcp_bw, udp_bw)", test)
 }
 
 // Installed implements driver.Driver.

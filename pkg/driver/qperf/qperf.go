@@ -33,9 +33,9 @@ func (Driver) Supports(test string) error {
 	case result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW:
 		return nil
 	case result.TCPCRR:
-		return fmt.Errorf("qperf has no tcp_crr test; use engine builtin")
+		return driver.NotSupported("qperf has no tcp_crr test; use engine builtin")
 	}
-	return fmt.Errorf("qperf: unknown test %q (qperf runs tcp_lat, udp_lat, tcp_bw, udp_bw)", test)
+	return driver.NotSupported("qperf: unknown test %q (qperf runs tcp_lat, udp_lat, tcp_bw, udp_bw)", test)
 }
 
 // Installed implements driver.Driver.

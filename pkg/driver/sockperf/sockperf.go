@@ -34,11 +34,11 @@ func (Driver) Supports(test string) error {
 	case result.TCPLat, result.UDPLat:
 		return nil
 	case result.TCPCRR:
-		return fmt.Errorf("sockperf has no tcp_crr test; use engine builtin")
+		return driver.NotSupported("sockperf has no tcp_crr test; use engine builtin")
 	case result.TCPBW, result.UDPBW:
-		return fmt.Errorf("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", test)
+		return driver.NotSupported("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", test)
 	}
-	return fmt.Errorf("sockperf: unknown test %q (sockperf runs tcp_lat, udp_lat)", test)
+	return driver.NotSupported("sockperf: unknown test %q (sockperf runs tcp_lat, udp_lat)", test)
 }
 
 // Installed implements driver.Driver.
@@ -55,7 +55,7 @@ func (Driver) Version() (string, error) {
 			return strings.TrimSpace(l[i+len("version "):]), nil
 		}
 	}
-	return "", fmt.Errorf("sockperf --version printed no version line: %q", strings.TrimSpace(out))
+	return "", driver.NotInstalled("sockperf --version printed no version line: %q", strings.TrimSpace(out))
 }
 
 // ServerCommand implements driver.Driver: `sockperf server [--tcp] -p PORT`.
