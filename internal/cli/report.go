@@ -264,6 +264,8 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 
 func newCompareCmd() *cobra.Command {
 	var dbPath, outPath, format string
+	var gate *report.GateRule
+	var failOn, junit string
 	cmd := &cobra.Command{
 		Use:   "compare <run-a> <run-b>",
 		Short: "Compare two runs cell by cell with a significance test",
@@ -291,11 +293,44 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
+			if err := writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
 				return report.CompareFormat(w, format, ra, sa, rb, sb)
-			})
+			}); err != nil {
+				return err
+			}
+			if gate == nil {
+				return nil
+			}
+			rows, _, _ := report.Comparison(ra, sa, rb, sb)
+			if junit != "" {
+				suite := fmt.Sprintf("cnibench compare %s %s (%s)", ra.Name, rb.Name, gate.Text)
+				if err := writeOutput(cmd.OutOrStdout(), junit, func(w io.Writer) error { return gate.JUnit(w, suite, rows) }); err != nil {
+					return err
+				}
+			}
+			if failed := gate.Gate(rows); len(failed) > 0 {
+				return &report.GateError{Rule: *gate, Failed: failed}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "gate %s passed: no cell significantly worse by more than %g%%\n", gate.Text, gate.Pct)
+			return nil
 		},
 	}
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if junit != "" && failOn == "" {
+			return UsageError{fmt.Errorf("--junit needs --fail-on (the rule decides which cells fail)")}
+		}
+		if failOn == "" {
+			return nil
+		}
+		g, err := report.ParseGate(failOn)
+		if err != nil {
+			return UsageError{err}
+		}
+		gate = &g
+		return nil
+	}
+	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%'")
+	cmd.Flags().StringVar(&junit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
 	addDBFlag(cmd, &dbPath)
 	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.CompareFormats, "|"))
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")

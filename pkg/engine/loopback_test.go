@@ -19,22 +19,7 @@ import (
 
 func startServer(t *testing.T) *Server {
 	t.Helper()
-	s, err := Listen(ServerOptions{Listen: "127.0.0.1:0", Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Serve(ctx); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("server did not stop within 10s")
-		}
-	})
-	return s
+	return startServerWith(t, ServerOptions{})
 }
 
 func opts(s *Server, test string, size int) ClientOptions {

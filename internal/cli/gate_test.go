@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/pkg/report"
+)
+
+// compare --fail-on: run "first" has vxlan 3 µs (~29%) slower than run
+// "second"; host is the same in both.
+func TestCompareGate(t *testing.T) {
+	db := seedDB(t)
+	junit := filepath.Join(t.TempDir(), "gate.xml")
+
+	_, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%", "--junit", junit)
+	var ge *report.GateError
+	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) == 0 || !strings.Contains(err.Error(), "vxlan tcp_lat 1B") {
+		t.Fatalf("a 29%% slowdown passed the gate or failed wrongly: %v (exit %d)", err, ExitCode(err))
+	}
+	for _, r := range ge.Failed {
+		if r.Arm != "vxlan" {
+			t.Errorf("an unchanged arm failed the gate: %+v", r)
+		}
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Cases    []struct {
+			Name    string    `xml:"name,attr"`
+			Failure *struct{} `xml:"failure"`
+		} `xml:"testcase"`
+	}
+	if err := xml.Unmarshal(b, &suite); err != nil {
+		t.Fatalf("JUnit XML: %v\n%s", err, b)
+	}
+	if suite.Failures != len(ge.Failed) || suite.Tests != len(suite.Cases) || suite.Tests < 2 {
+		t.Errorf("JUnit: %d tests, %d failures (gate failed %d)\n%s", suite.Tests, suite.Failures, len(ge.Failed), b)
+	}
+
+	// The same slowdown under a looser rule, the improvement, and a run
+	// against itself all pass.
+	for _, args := range [][]string{
+		{"compare", "second", "first", "--fail-on", "slower>50%"},
+		{"compare", "first", "second", "--fail-on", "worse>5%"},
+		{"compare", "first", "first", "--fail-on", "slower>0%"},
+	} {
+		if _, err := run(t, append(args, "--db", db)...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	for _, bad := range []string{"faster>5%", "slower>5", "slower>-1%", "slower>abc%"} {
+		if _, err := run(t, "compare", "first", "second", "--db", db, "--fail-on", bad); ExitCode(err) != 2 {
+			t.Errorf("--fail-on %q: want a usage error, got %v", bad, err)
+		}
+	}
+	if _, err := run(t, "compare", "first", "second", "--db", db, "--junit", junit); ExitCode(err) != 2 {
+		t.Errorf("--junit without --fail-on: %v", err)
+	}
+}
