@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -236,7 +235,7 @@ arms:
 		}
 		// The whole run takes ~4 s here; kill anywhere in its first 3 s.
 		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second))))
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Process.Signal(unix.SIGKILL)
 		_ = cmd.Wait()
 		reported := 0
 		for _, m := range storedRE.FindAllStringSubmatch(out.String(), -1) {
@@ -370,7 +369,7 @@ func TestPrivChaosTuneApplyKilled(t *testing.T) {
 		// apply takes a few ms: kill anywhere in its first 40 ms (some
 		// kills land after it finished, which must be undone as well).
 		time.Sleep(time.Duration(rng.Int64N(int64(40 * time.Millisecond))))
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Process.Signal(unix.SIGKILL)
 		_ = cmd.Wait()
 		if got := nsSysctls(t, ns); fmt.Sprint(got) != fmt.Sprint(want) {
 			changedSome++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
@@ -49,14 +50,14 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 		}
 		p.tests = append(p.tests, t)
 	}
-	sizes, err := engine.ParseSizes(f.sizes)
+	sizes, err := units.ParseSizes(f.sizes)
 	if err != nil {
 		return nil, fmt.Errorf("--msg-size: %w", err)
 	}
 	p.sizes = sizes
 	for _, t := range p.tests {
 		for _, size := range p.sizes {
-			if err := engine.CheckSize(t, size); err != nil {
+			if err := limits.CheckSize(t, size); err != nil {
 				return nil, fmt.Errorf("--msg-size for %s: %w", t, err)
 			}
 		}
@@ -216,12 +217,7 @@ func printTable(w io.Writer, set *result.Set) error {
 	return nil
 }
 
-func sizeString(n int) string {
-	if n >= 1024 && n%1024 == 0 {
-		return fmt.Sprintf("%dK", n/1024)
-	}
-	return fmt.Sprint(n)
-}
+func sizeString(n int) string { return units.FormatSize(n) }
 
 // countOrDash prints a count, or "-" when it was not measured.
 func countOrDash(p *int64) string {

@@ -17,10 +17,12 @@ import (
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/units"
 )
 
 func init() {
@@ -117,13 +119,13 @@ failure and Ctrl-C.`,
 					return UsageError{fmt.Errorf("--test %q: choose from %s", t, strings.Join(result.Tests, ", "))}
 				}
 			}
-			sizes, err := engine.ParseSizes(msgs)
+			sizes, err := units.ParseSizes(msgs)
 			if err != nil {
 				return UsageError{fmt.Errorf("--msg-size: %w", err)}
 			}
 			for _, t := range ts {
 				for _, z := range sizes {
-					if err := engine.CheckSize(t, z); err != nil {
+					if err := limits.CheckSize(t, z); err != nil {
 						return UsageError{fmt.Errorf("--msg-size for %s: %w (one client pod runs every test at every size: drop the test or the size)", t, err)}
 					}
 				}

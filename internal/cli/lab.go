@@ -73,7 +73,7 @@ func labUpCmd() *cobra.Command {
 			start := time.Now()
 			l, err := lab.Up(cmd.Context(), spec, lab.UpOptions{Name: name, Log: log})
 			if err != nil {
-				if isSpecError(err) {
+				if errors.Is(err, lab.ErrInvalid) {
 					return UsageError{err}
 				}
 				return err
@@ -87,13 +87,6 @@ func labUpCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "knob key=value (repeatable): "+strings.Join(lab.KnobNames(), ", "))
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
 	return cmd
-}
-
-// isSpecError tells user mistakes caught by Up's validation from host failures.
-func isSpecError(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "knob ") || strings.HasPrefix(msg, "pods_per_node") || strings.HasPrefix(msg, "lab name ") ||
-		strings.Contains(msg, "already exists")
 }
 
 func printEndpoints(w io.Writer, l *lab.Lab) {

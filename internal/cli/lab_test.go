@@ -8,13 +8,13 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"golang.org/x/sys/unix"
 )
 
 // runBin runs the binary and returns combined output and exit code.
@@ -76,8 +76,8 @@ func TestPrivLabCommands(t *testing.T) {
 	if code != 7 {
 		t.Errorf("lab exec exit code %d, want 7\n%s", code, out)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/run/netns/"+l.Endpoints["client"].Netns, &st); err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat("/run/netns/"+l.Endpoints["client"].Netns, &st); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("net:[%d]", st.Ino); !strings.Contains(out, want) {
@@ -85,9 +85,9 @@ func TestPrivLabCommands(t *testing.T) {
 	}
 	// Signals sent to `lab exec` reach the command (as with `ip netns
 	// exec`), and its status is passed on.
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGHUP, unix.SIGINT} {
 		cmd := exec.Command(bin, "lab", "exec", name, "server", "--", "sh", "-c",
-			fmt.Sprintf("trap 'exit %d' %s; echo ready; while :; do sleep 0.05; done", 40+int(sig), map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGINT: "INT"}[sig]))
+			fmt.Sprintf("trap 'exit %d' %s; echo ready; while :; do sleep 0.05; done", 40+int(sig), map[unix.Signal]string{unix.SIGTERM: "TERM", unix.SIGHUP: "HUP", unix.SIGINT: "INT"}[sig]))
 		stdout, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -12,11 +12,6 @@ import (
 	"time"
 )
 
-// MaxUDPPayload is the largest UDP payload over IPv4 (65535 - 20 - 8). Tools
-// asked for larger datagrams fail every send and some (qperf) then report a
-// bandwidth of 0, so drivers refuse such sizes up front.
-const MaxUDPPayload = 65507
-
 // DefaultPorter is implemented by drivers whose tool listens on a known port
 // when Spec.Port is 0. Measure uses it to know which port to wait for.
 type DefaultPorter interface {

@@ -147,7 +147,8 @@ func fillProcessCPU(r *result.Result, side string, ps *os.ProcessState, wall flo
 		return
 	}
 	// os.ProcessState and exec.Cmd speak the syscall package's types
-	// (Rusage, SysProcAttr): the only syscall uses left in cnibench.
+	// (Rusage, SysProcAttr, WaitStatus), and x/sys/unix's look-alikes are
+	// distinct types: these are the only syscall uses left in cnibench.
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok || ru == nil {
 		return

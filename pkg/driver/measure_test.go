@@ -10,11 +10,11 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"golang.org/x/sys/unix"
 )
 
 // The test binary doubles as a fake tool (the os/exec helper-process
@@ -32,7 +32,7 @@ func helper(mode, arg string) int {
 	switch mode {
 	case "listen", "listen-stubborn", "listen-fork":
 		if mode == "listen-stubborn" {
-			signal.Ignore(syscall.SIGTERM)
+			signal.Ignore(unix.SIGTERM)
 		}
 		if mode == "listen-fork" {
 			// A grandchild in the same process group, like qperf's per-test
@@ -108,7 +108,7 @@ func freePort(t *testing.T) int {
 }
 
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
+	err := unix.Kill(pid, 0)
 	return err == nil
 }
 
@@ -184,7 +184,7 @@ func TestMeasureProcessHygiene(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // reaped by init after the group kill
 		}
 		if alive(child) {
-			_ = syscall.Kill(child, syscall.SIGKILL)
+			_ = unix.Kill(child, unix.SIGKILL)
 			t.Fatalf("server's forked child %d survived", child)
 		}
 	})

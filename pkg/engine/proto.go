@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -16,7 +17,7 @@ const ProtoVersion = 2
 
 // DefaultPort is the one port number a server uses for TCP and UDP alike, so
 // a Kubernetes Service or a firewall rule names a single port.
-const DefaultPort = 7420
+const DefaultPort = limits.DefaultPort
 
 // Every TCP connection to the port starts with a fixed 12-byte preamble, so
 // control, data and tcp_crr connections share the listener:

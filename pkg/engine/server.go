@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 	"golang.org/x/sys/unix"
@@ -474,7 +475,7 @@ func (s *Server) checkSetup(st *Setup) error {
 	if !result.ValidTest(st.Test) {
 		return fmt.Errorf("unknown test %q (known: %v)", st.Test, result.Tests)
 	}
-	if err := CheckSize(st.Test, st.MsgSize); err != nil {
+	if err := limits.CheckSize(st.Test, st.MsgSize); err != nil {
 		return err
 	}
 	if st.Parallel < 1 || st.Parallel > MaxParallel {
@@ -498,19 +499,6 @@ func (s *Server) checkSetup(st *Setup) error {
 
 // MaxParallel bounds --parallel.
 const MaxParallel = 128
-
-// CheckSize validates a message size for a test.
-func CheckSize(test string, size int) error {
-	switch {
-	case size < 1:
-		return fmt.Errorf("message size %d: must be at least 1 byte", size)
-	case (test == result.UDPLat || test == result.UDPBW) && size > 65507:
-		return fmt.Errorf("message size %d: a UDP datagram carries at most 65507 bytes", size)
-	case size > 16<<20:
-		return fmt.Errorf("message size %d: at most 16M", size)
-	}
-	return nil
-}
 
 // session is one client's test on the server.
 type session struct {

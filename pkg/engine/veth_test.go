@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
+	"golang.org/x/sys/unix"
 )
 
 // Privileged tests: the built binary as server in namespace A and client in
@@ -312,9 +312,9 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
-			_ = srv.Process.Signal(syscall.SIGSTOP)
+			_ = srv.Process.Signal(unix.SIGSTOP)
 			time.Sleep(150 * time.Millisecond)
-			_ = srv.Process.Signal(syscall.SIGCONT)
+			_ = srv.Process.Signal(unix.SIGCONT)
 		}
 	}()
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",

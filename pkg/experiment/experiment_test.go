@@ -59,7 +59,7 @@ func TestParseErrorsNameFieldAndAllowed(t *testing.T) {
 		{"name: x\ntests: [tcp_lat]\narms: [{name: a}]", `arm "a": set exactly one of topology`},
 		{"name: x\ntests: [tcp_lat]\norder: random\narms: [{name: a, topology: veth}]", `field order: "random" (allowed: interleaved, sequential)`},
 		{"name: x\n  bad: [", "x.yaml: yaml:"},
-		{"name: x\ntests: [tcp_bw, udp_bw]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]", "65536 bytes is more than a UDP datagram carries (65507) for udp_bw"},
+		{"name: x\ntests: [tcp_bw, udp_bw]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]", "udp_bw at 65536 bytes: builtin udp_bw: message size 65536: a UDP datagram carries at most 65507 bytes"},
 	} {
 		_, err := Parse([]byte(tc.doc), "x.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

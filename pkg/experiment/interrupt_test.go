@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,18 +13,19 @@ import (
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
+	"golang.org/x/sys/unix"
 )
 
 // Ctrl-C in the middle of `cnibench run` (and a supervisor's SIGTERM, and a
 // closed terminal's SIGHUP): the finished samples are stored, the run is
 // marked incomplete, and no lab is left on the host.
 func TestPrivRunInterrupted(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, sig := range []unix.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) { runInterrupted(t, sig) })
 	}
 }
 
-func runInterrupted(t *testing.T, sig syscall.Signal) {
+func runInterrupted(t *testing.T, sig unix.Signal) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -26,7 +27,7 @@ const (
 	DefaultNamespace = "cnibench"
 	// DefaultPort is the engine's port; TCP and UDP share the number, so one
 	// Service port name per protocol covers every test.
-	DefaultPort = 7420
+	DefaultPort = limits.DefaultPort
 
 	// ManagedSelector selects everything cnibench created, in any run.
 	ManagedSelector = LabelManagedBy + "=" + ManagedBy

@@ -41,6 +41,18 @@ func stateRoot() string {
 // feature a topology needs (e.g. CONFIG_GENEVE). Nothing is left behind.
 var ErrNotSupported = errors.New("not supported")
 
+// ErrInvalid is matched (errors.Is) by Up's errors about its input — the
+// spec, the lab name, a name already taken — as opposed to the host failing,
+// so the CLI can report them as usage errors without reading their text.
+var ErrInvalid = errors.New("invalid lab input")
+
+// invalidError keeps the message of err and matches both ErrInvalid and
+// whatever err wraps (os.ErrExist for a taken name).
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string   { return e.err.Error() }
+func (e invalidError) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
 // ErrNoLab is wrapped by Get when no lab has that name.
 var ErrNoLab = errors.New("no lab named")
 

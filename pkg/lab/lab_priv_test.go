@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // leftovers lists every host object of run id that still exists.
@@ -460,7 +460,7 @@ func TestPrivCleanAfterSIGKILL(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Process.Signal(unix.SIGKILL)
 			_ = cmd.Wait()
 			if id == "" {
 				t.Fatalf("lab up never wrote its state: %s", out.String())

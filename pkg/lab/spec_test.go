@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,5 +176,25 @@ func TestEndpointOrder(t *testing.T) {
 	got := strings.Join(l.EndpointNames(), " ")
 	if want := "client server node1 node2 pod1-2 pod1-10 pod2-1"; got != want {
 		t.Errorf("order %q, want %q", got, want)
+	}
+}
+
+// Up's refusals of its input match ErrInvalid (the CLI's exit 2) and keep
+// their message; they are found before anything is created.
+func TestUpInvalidInput(t *testing.T) {
+	s, err := Preset(TopoHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Services = 10 // the host topology has no path to a service
+	if _, err := Up(context.Background(), s, UpOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "knob services") {
+		t.Errorf("invalid spec: %v", err)
+	}
+	v, _ := Preset(TopoVeth)
+	if os.Geteuid() != 0 {
+		return // the name is checked after the root check
+	}
+	if _, err := Up(context.Background(), v, UpOptions{Name: "bad name/x"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab name") {
+		t.Errorf("bad name: %v", err)
 	}
 }

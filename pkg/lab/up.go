@@ -33,7 +33,7 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 		return nil, errors.New("lab up: no topology spec")
 	}
 	if err := s.validate(); err != nil {
-		return nil, err
+		return nil, invalidError{err}
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("lab up: needs root (network namespaces and netlink); run with sudo")
@@ -44,7 +44,7 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 		name = s.Topology + "-" + id
 	}
 	if !nameRE.MatchString(name) {
-		return nil, fmt.Errorf("lab name %q: use 1-63 letters, digits, '.', '_' or '-'", name)
+		return nil, invalidError{fmt.Errorf("lab name %q: use 1-63 letters, digits, '.', '_' or '-'", name)}
 	}
 	if err := os.MkdirAll(StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab state dir: %w", err)
@@ -52,7 +52,7 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 	// Reserve the name: O_EXCL makes two concurrent `up --name X` safe.
 	f, err := os.OpenFile(statePath(name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("lab %q already exists (remove it with `cnibench lab down %s`, or pick another --name)", name, name)
+		return nil, invalidError{fmt.Errorf("lab %q already exists (remove it with `cnibench lab down %s`, or pick another --name): %w", name, name, os.ErrExist)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lab state: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/units"
 )
 
 // Shapes of a run's main table.
@@ -557,13 +558,11 @@ func displayUnit(u string) string {
 // FormatSize prints a message size the way qperf's msg_size option takes
 // it: 1B, 1K, 4K, 64K, 1M.
 func FormatSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
+	s := units.FormatSize(n)
+	if n < 1<<10 || n%(1<<10) != 0 {
+		s += "B" // a bare number reads as a count in a table; say it is bytes
 	}
-	return fmt.Sprintf("%dB", n)
+	return s
 }
 
 // runFlags are the warnings about the environment of a whole run.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"syscall"
+	"golang.org/x/sys/unix"
 )
 
 // fakeNIC stands in for ethtool on fixture hosts.
@@ -24,7 +24,7 @@ func (f *fakeNIC) Driver(n string) (string, error) {
 	if d, ok := f.drivers[n]; ok {
 		return d, nil
 	}
-	return "", syscall.ENODEV
+	return "", unix.ENODEV
 }
 func (f *fakeNIC) Ring(n string) (Ring, error) {
 	if f.ringErr != nil {
@@ -32,14 +32,14 @@ func (f *fakeNIC) Ring(n string) (Ring, error) {
 	}
 	r, ok := f.rings[n]
 	if !ok {
-		return Ring{}, syscall.ENODEV
+		return Ring{}, unix.ENODEV
 	}
 	return r, nil
 }
 func (f *fakeNIC) SetRing(n string, rx, tx uint32) error {
 	r := f.rings[n]
 	if rx > r.RXMax || tx > r.TXMax {
-		return syscall.EINVAL
+		return unix.EINVAL
 	}
 	r.RX, r.TX = rx, tx
 	f.rings[n] = r
@@ -48,7 +48,7 @@ func (f *fakeNIC) SetRing(n string, rx, tx uint32) error {
 func (f *fakeNIC) Features(n string) (map[string]Feature, error) {
 	fs, ok := f.features[n]
 	if !ok {
-		return nil, syscall.EOPNOTSUPP
+		return nil, unix.EOPNOTSUPP
 	}
 	return fs, nil
 }
@@ -58,7 +58,7 @@ func (f *fakeNIC) SetFeature(n, feat string, on bool) error {
 		return fmt.Errorf("unsupported feature %q", feat)
 	}
 	if x.Fixed {
-		return syscall.EPERM
+		return unix.EPERM
 	}
 	x.Active = on
 	f.features[n][feat] = x
@@ -222,7 +222,7 @@ func TestAuditMetalFixture(t *testing.T) {
 
 func TestAuditVMFixtureCannotRead(t *testing.T) {
 	e := fixtureEnv("testdata/vm")
-	e.NIC = &fakeNIC{ringErr: syscall.EOPNOTSUPP, drivers: map[string]string{"eth0": "virtio_net"}}
+	e.NIC = &fakeNIC{ringErr: unix.EOPNOTSUPP, drivers: map[string]string{"eth0": "virtio_net"}}
 	fs := Audit(e, Knobs(), []Profile{Latency})
 	cases := []struct{ knob, why string }{
 		{"cpu.governor", "no cpufreq driver"},

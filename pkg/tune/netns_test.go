@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"golang.org/x/sys/unix"
 )
 
 // Privileged tests: they create a fresh network namespace and change the
@@ -152,7 +153,7 @@ func TestCrashChild(t *testing.T) {
 	ns, jdir, _ := strings.Cut(spec, ",")
 	afterWrite = func(n int) {
 		if n == 1 {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			_ = unix.Kill(os.Getpid(), unix.SIGKILL)
 			select {} // never reached
 		}
 	}
@@ -176,6 +177,7 @@ func TestPrivCrashMidApply(t *testing.T) {
 	if !errors.As(err, &ee) {
 		t.Fatalf("child did not die: %v\n%s", err, out)
 	}
+	// exec.ExitError.Sys() is the syscall package's WaitStatus (x/sys/unix has its own, a different type).
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child ended with %v, want SIGKILL\n%s", err, out)
 	}

@@ -35,6 +35,20 @@ func ParseSize(s string) (int, error) {
 	return v * mult, nil
 }
 
+// ParseSizes reads a comma-separated list of sizes (1,1K,4K), as --msg-size
+// takes them; an empty element is an error, not a zero.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := ParseSize(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // FormatSize prints a byte count the way ParseSize reads it: 1, 64, 1K, 4K.
 func FormatSize(n int) string {
 	switch {

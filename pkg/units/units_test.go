@@ -32,3 +32,14 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSizes(t *testing.T) {
+	if l, err := ParseSizes("1,1K,4K"); err != nil || len(l) != 3 || l[0] != 1 || l[2] != 4096 {
+		t.Errorf("ParseSizes: %v %v", l, err)
+	}
+	for _, bad := range []string{"1,,4K", "1Q", ""} {
+		if _, err := ParseSizes(bad); err == nil {
+			t.Errorf("ParseSizes(%q) accepted", bad)
+		}
+	}
+}

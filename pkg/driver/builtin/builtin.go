@@ -12,12 +12,9 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
-	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 )
-
-// DefaultPort is `cnibench server`'s port (TCP and UDP) when --listen is not given.
-const DefaultPort = 7420
 
 // Binary is the cnibench executable the commands run. Empty means
 // $CNIBENCH_BIN if set, else the running executable (os.Executable), which is
@@ -33,7 +30,7 @@ type Driver struct{}
 func (Driver) Name() string { return "builtin" }
 
 // DefaultPort implements driver.DefaultPorter.
-func (Driver) DefaultPort() int { return DefaultPort }
+func (Driver) DefaultPort() int { return limits.DefaultPort }
 
 // Supports implements driver.Driver: the engine has every test.
 func (Driver) Supports(test string) error {
@@ -96,7 +93,7 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 	}
 	port := spec.Port
 	if port == 0 {
-		port = DefaultPort
+		port = limits.DefaultPort
 	}
 	return []string{b, "server", "--listen", fmt.Sprintf(":%d", port)}, nil
 }
@@ -115,7 +112,7 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	}
 	// The engine's own limits, so a size the client would refuse is refused
 	// here, where an experiment is checked, not in every child client.
-	if err := engine.CheckSize(spec.Test, spec.MsgSize); err != nil {
+	if err := limits.CheckSize(spec.Test, spec.MsgSize); err != nil {
 		return nil, fmt.Errorf("builtin %s: %w", spec.Test, err)
 	}
 	b, err := Bin()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -112,8 +113,8 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	}
 	switch spec.Test {
 	case result.UDPBW:
-		if spec.MsgSize > driver.MaxUDPPayload {
-			return nil, fmt.Errorf("iperf3 udp_bw: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.MsgSize, driver.MaxUDPPayload)
+		if spec.MsgSize > limits.MaxUDPPayload {
+			return nil, fmt.Errorf("iperf3 udp_bw: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.MsgSize, limits.MaxUDPPayload)
 		}
 		if spec.RateBps < 0 {
 			return nil, fmt.Errorf("iperf3 udp_bw: rate must be >= 0, got %v", spec.RateBps)

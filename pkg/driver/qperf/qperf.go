@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -85,8 +86,8 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	if spec.MsgSize <= 0 {
 		return nil, fmt.Errorf("qperf: message size must be at least 1 byte, got %d", spec.MsgSize)
 	}
-	if (spec.Test == result.UDPLat || spec.Test == result.UDPBW) && spec.MsgSize > driver.MaxUDPPayload {
-		return nil, fmt.Errorf("qperf %s: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.Test, spec.MsgSize, driver.MaxUDPPayload)
+	if (spec.Test == result.UDPLat || spec.Test == result.UDPBW) && spec.MsgSize > limits.MaxUDPPayload {
+		return nil, fmt.Errorf("qperf %s: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.Test, spec.MsgSize, limits.MaxUDPPayload)
 	}
 	secs, err := driver.WholeSeconds("qperf", spec.Duration)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -87,8 +88,8 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	if spec.MsgSize < MinMsgSize {
 		return nil, fmt.Errorf("sockperf's smallest message is %d bytes (its header), got %d; use a size >= %d or engine qperf/builtin for smaller messages", MinMsgSize, spec.MsgSize, MinMsgSize)
 	}
-	if spec.Test == result.UDPLat && spec.MsgSize > driver.MaxUDPPayload {
-		return nil, fmt.Errorf("sockperf udp_lat: message size %d is larger than one UDP datagram (%d bytes)", spec.MsgSize, driver.MaxUDPPayload)
+	if spec.Test == result.UDPLat && spec.MsgSize > limits.MaxUDPPayload {
+		return nil, fmt.Errorf("sockperf udp_lat: message size %d is larger than one UDP datagram (%d bytes)", spec.MsgSize, limits.MaxUDPPayload)
 	}
 	secs, err := driver.WholeSeconds("sockperf", spec.Duration)
 	if err != nil {
