@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/cnibench/cnibench/pkg/probe"
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +23,7 @@ Link and program checks run in a throwaway namespace named cnb-<id>-probe that i
 removed at once; nothing on the host changes. Needs root for those checks.`,
 			Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				r, err := probe.Run(cmd.Context())
+				r, err := lab.Probe(cmd.Context())
 				if err != nil {
 					return err
 				}

@@ -232,7 +232,10 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 			stray := strings.HasSuffix(e.Name(), ".tmp") || fi.Size() == 0
 			corrupt := gerr != nil && !errors.Is(gerr, ErrNoLab) // unreadable: no Down possible
 			if stray || (corrupt && all) {
-				if (gerr == nil && !match(l.ID)) || (gerr != nil && !all) {
+				// A reservation (or a temporary file) holds only its name,
+				// <anything>-<id>: its id decides under --id.
+				nameID := n[strings.LastIndex(n, "-")+1:]
+				if (gerr == nil && !match(l.ID)) || (gerr != nil && !all && !(stray && runid.Valid(nameID) && match(nameID))) {
 					continue
 				}
 				if err := os.Remove(p); err == nil {

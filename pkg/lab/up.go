@@ -123,3 +123,21 @@ func probeHost(ctx context.Context, s *Spec, id string) error {
 	}
 	return nil
 }
+
+// Probe runs `cnibench probe`'s checks with their throwaway namespace
+// reserved in the lab state directory first (a file probe-<id>.json), so a
+// probe killed half-way leaves nothing `lab clean --id <id>` does not find.
+func Probe(ctx context.Context) (*probe.Report, error) {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab state dir: %w", err)
+	}
+	id := newID()
+	res := statePath("probe-" + id)
+	f, err := os.OpenFile(res, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("probe reservation: %w", err)
+	}
+	f.Close()
+	defer os.Remove(res)
+	return probe.RunIn(ctx, runid.Name(id, "probe"))
+}

@@ -62,6 +62,12 @@ func Run(ctx context.Context) (*Report, error) {
 	return run(ctx, checks(), "")
 }
 
+// RunIn is Run with the throwaway namespace named ns, one its caller's
+// cleanup can find (pkg/lab reserves it in its state directory).
+func RunIn(ctx context.Context, ns string) (*Report, error) {
+	return run(ctx, checks(), ns)
+}
+
 // Require probes the named capabilities only and returns an error wrapping
 // ErrNotSupported naming the first one this host lacks, with how that was
 // found. ns names the throwaway namespace ("" picks cnb-<new id>-probe), so
