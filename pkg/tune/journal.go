@@ -130,6 +130,12 @@ func (j *journal) append(e Entry) error {
 
 func (j *journal) close() error { return j.f.Close() }
 
+// ErrEmptyJournal is returned for a journal without one whole entry: its
+// writer was killed while creating it, before any change (a change is
+// made only after its entry is fsynced, and the begin entry comes first).
+// Rollback treats it as nothing to undo.
+var ErrEmptyJournal = errors.New("no entry: stopped before its first change, nothing to roll back")
+
 // ReadJournal parses a journal. A torn last line (crash during a write) is
 // ignored: its change never reached the host, because the host is changed
 // only after the line is fsynced.
@@ -162,7 +168,12 @@ func ReadJournal(p string) ([]Entry, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read journal %s: %w", p, err)
 	}
-	if len(out) == 0 || out[0].Type != "begin" {
+	if len(out) == 0 {
+		// Empty, or only a torn first line: the process stopped before its
+		// begin entry reached the disk, so it changed nothing.
+		return nil, fmt.Errorf("journal %s: %w", p, ErrEmptyJournal)
+	}
+	if out[0].Type != "begin" {
 		return nil, fmt.Errorf("journal %s: does not start with a begin entry", p)
 	}
 	return out, nil
@@ -363,6 +374,9 @@ func Rollback(e *Env, path string) (restored int, err error) {
 
 func rollback(e *Env, path string) (restored int, err error) {
 	entries, err := ReadJournal(path)
+	if errors.Is(err, ErrEmptyJournal) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -458,6 +472,9 @@ func Journals(dir string) ([]JournalInfo, error) {
 		p := filepath.Join(dir, d.Name())
 		info := JournalInfo{Path: p}
 		es, err := ReadJournal(p)
+		if errors.Is(err, ErrEmptyJournal) {
+			continue // nothing was changed under it
+		}
 		if err != nil {
 			info.Error = err.Error()
 			out = append(out, info)
