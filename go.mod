@@ -54,7 +54,10 @@ require (
 
 require golang.org/x/term v0.47.0
 
-require github.com/safchain/ethtool v0.7.0
+require (
+	github.com/cilium/ebpf v0.16.0
+	github.com/safchain/ethtool v0.7.0
+)
 
 require (
 	github.com/dustin/go-humanize v1.0.1 // indirect

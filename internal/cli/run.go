@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnibench/cnibench/experiments"
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/probe"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
@@ -124,6 +125,11 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 	}
 	defer db.Close()
 	hostFP := sysinfo.Host.Fingerprint(Version)
+	// What this kernel can build goes with every run (about 0.1 s), so a
+	// report across hosts says why an arm is missing on one of them.
+	if pr, err := probe.Run(ctx); err == nil {
+		hostFP.Capabilities = pr.Supported()
+	}
 	tty := false
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))

@@ -526,33 +526,6 @@ func wrapNotSupported(topo string, err error) error {
 	return err
 }
 
-// probeTunnel creates the topology's tunnel device in a scratch namespace.
-func probeTunnel(ns, topo string) error {
-	h, err := netns.Handle(ns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	la := netlink.NewLinkAttrs()
-	la.Name = "probe0"
-	var l netlink.Link
-	switch topo {
-	case TopoGeneve:
-		l = &netlink.Geneve{LinkAttrs: la, ID: 1, Remote: net.IPv4(192, 0, 2, 1), Dport: genevePort}
-	case TopoIPIP:
-		l = &netlink.Iptun{LinkAttrs: la, Local: net.IPv4(192, 0, 2, 1), Remote: net.IPv4(192, 0, 2, 2)}
-	default:
-		return nil
-	}
-	if err := h.LinkAdd(l); err != nil {
-		if isNotSupported(err) {
-			return fmt.Errorf("%s: %w by this kernel (%s); nothing was created", topo, ErrNotSupported, kernelConfig[topo])
-		}
-		return fmt.Errorf("%s: probe tunnel device: %w; nothing was created", topo, err)
-	}
-	return nil
-}
-
 // isNotSupported recognises the kernel's answer to an unknown link kind.
 func isNotSupported(err error) bool {
 	return errors.Is(err, unix.EOPNOTSUPP)

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/probe"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -65,7 +65,7 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 		}
 	}()
 
-	if err := probe(ctx, s, id); err != nil {
+	if err := probeHost(ctx, s, id); err != nil {
 		return nil, err
 	}
 	l := plan(s, id, name)
@@ -105,15 +105,19 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 
 // probe checks kernel features a topology needs before anything is created,
 // in a throwaway namespace, so a missing feature leaves nothing behind.
-func probe(ctx context.Context, s *Spec, id string) error {
+func probeHost(ctx context.Context, s *Spec, id string) error {
 	switch s.Topology {
 	case TopoGeneve, TopoIPIP:
-		ns := runid.Name(id, "probe")
-		if err := netns.Create(ns); err != nil {
-			return err
+		// pkg/probe decides, in a namespace named for this lab so that
+		// `lab clean --id` finds it after a SIGKILL.
+		err := probe.Require(ctx, runid.Name(id, "probe"), s.Topology)
+		if errors.Is(err, probe.ErrNotSupported) {
+			return fmt.Errorf("%s: %w by this kernel (%s); nothing was created", s.Topology, ErrNotSupported, kernelConfig[s.Topology])
 		}
-		defer netns.Delete(ns)
-		return probeTunnel(ns, s.Topology)
+		if err != nil {
+			return fmt.Errorf("%s: probe: %w; nothing was created", s.Topology, err)
+		}
+		return nil
 	case TopoOVSNetdev, TopoOVSNetdevGeneve:
 		return probeOVS(ctx)
 	}

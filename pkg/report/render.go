@@ -293,6 +293,9 @@ func fingerprintLine(h result.Fingerprint) string {
 		}
 		parts = append(parts, "NICs "+strings.Join(nics, " "))
 	}
+	if len(h.Capabilities) > 0 {
+		parts = append(parts, "probe: "+strings.Join(h.Capabilities, " "))
+	}
 	parts = append(parts, "cnibench "+orUnknown(h.Cnibench))
 	return strings.Join(parts, " · ")
 }

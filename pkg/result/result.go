@@ -223,6 +223,10 @@ type Fingerprint struct {
 	NICDrivers map[string]string `json:"nic_drivers,omitempty"`
 	Cnibench   string            `json:"cnibench_version"`
 	Notes      map[string]string `json:"notes,omitempty"`
+	// Capabilities are the ids `cnibench probe` found supported on the
+	// host when the run started (e.g. vxlan, tcx, ovs-userspace), so runs
+	// from different kernels say what each could build.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // New returns a Result with the schema set.

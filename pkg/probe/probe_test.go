@@ -1,0 +1,55 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
+)
+
+func TestPrivProbe(t *testing.T) {
+	testns.NeedRoot(t)
+	before, _ := netns.List(runid.Prefix)
+	r, err := Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := netns.List(runid.Prefix); len(after) != len(before) {
+		t.Errorf("probe left namespaces: %v (before %v)", after, before)
+	}
+	if len(r.Capabilities) != len(IDs()) || r.Kernel == "" {
+		t.Fatalf("report: %+v", r)
+	}
+	byID := map[string]Capability{}
+	for _, c := range r.Capabilities {
+		if c.ID == "" || c.Title == "" || c.How == "" {
+			t.Errorf("capability without id, title or how: %+v", c)
+		}
+		byID[c.ID] = c
+	}
+	// Every lab preset cnibench builds on any kernel it supports needs
+	// these; nftables and veth-based checks must come out decided.
+	for _, id := range []string{"vxlan", "nftables", "big-tcp", "perf-software"} {
+		if c := byID[id]; c.Supported == nil || !*c.Supported {
+			t.Errorf("%s: %+v", id, c)
+		}
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("probed %d capabilities in %v; supported: %v", len(r.Capabilities), r.Took, r.Supported())
+}
+
+func TestPrivRequire(t *testing.T) {
+	testns.NeedRoot(t)
+	if err := Require(context.Background(), "", "vxlan", "btf"); err != nil {
+		t.Errorf("vxlan, btf: %v", err)
+	}
+	if err := Require(context.Background(), "", "nosuch"); err == nil || errors.Is(err, ErrNotSupported) {
+		t.Errorf("an unknown capability: %v", err)
+	}
+}
