@@ -29,6 +29,9 @@ func (e *Experiment) Check() error {
 	for i := range e.Arms {
 		a := &e.Arms[i]
 		if err := e.checkArm(a); err != nil {
+			if a.line > 0 {
+				return fmt.Errorf("%w: line %d: arm %q: %w", ErrInvalid, a.line, a.Name, err)
+			}
 			return fmt.Errorf("%w: arm %q: %w", ErrInvalid, a.Name, err)
 		}
 	}

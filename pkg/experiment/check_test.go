@@ -32,6 +32,9 @@ func TestParseRefusesWhatCannotRun(t *testing.T) {
 		{"size below a tool's minimum", "msg_sizes: [1]\narms: [{name: a, topology: veth, engine: sockperf}]", []string{"sockperf", "1 bytes"}},
 		{"tcp message larger than the engine takes", "tests: [tcp_bw]\nmsg_sizes: [32M]\narms: [{name: a, topology: veth}]", []string{"tcp_bw", "33554432"}},
 		{"udp datagram too large", "tests: [udp_bw]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]", []string{"65507"}},
+		{"tcp size above iperf3's maximum", "tests: [tcp_bw]\nmsg_sizes: [2M]\narms: [{name: a, topology: veth, engine: iperf3}]", []string{"iperf3", "1048576"}},
+		{"udp size below iperf3's minimum", "tests: [udp_bw]\nmsg_sizes: [8]\narms: [{name: a, topology: veth, engine: iperf3}]", []string{"iperf3", "16-byte minimum"}},
+		{"error names the arm's line", "arms:\n  - {name: a, topology: veth}\n  - {name: b, topology: vxlann}", []string{"line 5", `arm "b"`}},
 		{"repeats out of range", "repeats: 100000000\narms: [{name: a, topology: veth}]", []string{"repeats", "10000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,6 +69,8 @@ type Arm struct {
 	ServerAddress string `yaml:"server_address"`
 	// Tests restricts the arm to some of the experiment's tests.
 	Tests []string `yaml:"tests"`
+
+	line int `yaml:"-"` // where the arm starts in its file, for Check's errors
 }
 
 // Size is a message size in bytes, written as 1, 64, 1K, 4K in YAML.
@@ -136,6 +138,7 @@ func ParseIn(b []byte, name, dir string) (*Experiment, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, name, explainYAML(err))
 	}
 	e.Text, e.Dir = string(b), dir
+	armLines(b, e.Arms)
 	if err := e.normalize(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, name, err)
 	}
@@ -143,6 +146,27 @@ func ParseIn(b []byte, name, dir string) (*Experiment, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &e, nil
+}
+
+// armLines records the line each arm starts on. It reads the document a
+// second time as a node tree because a custom UnmarshalYAML on Arm would
+// decode without the strict field check.
+func armLines(b []byte, arms []Arm) {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+		return
+	}
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "arms" {
+			continue
+		}
+		for j, n := range root.Content[i+1].Content {
+			if j < len(arms) {
+				arms[j].line = n.Line
+			}
+		}
+	}
 }
 
 // explainYAML rewrites yaml.v3's "field x not found in type y" into a

@@ -29,6 +29,19 @@ const (
 	MaxMsgSize = 16 << 20
 )
 
+// The external tools' own message-size bounds, as their argument parsers
+// state them (sockperf 3.7: "'-m' Invalid message size: 13 (min: 14)",
+// "(max: 1048575)"; iperf3 3.12: "block size invalid (minimum = 16 bytes,
+// maximum = 65507 bytes)" for UDP, "block size too large (maximum = 1048576
+// bytes)" for TCP). A size outside them parses as YAML but fails in every
+// child, so the drivers refuse it when an experiment is checked.
+const (
+	SockperfMinMsg = 14 // sockperf's own header
+	SockperfMaxMsg = 1<<20 - 1
+	Iperf3MinUDP   = 16 // iperf3's UDP header (sequence number and time)
+	Iperf3MaxTCP   = 1 << 20
+)
+
 // IsUDP reports whether test sends datagrams, so its size is bounded by
 // MaxUDPPayload.
 func IsUDP(test string) bool { return test == result.UDPLat || test == result.UDPBW }

@@ -116,6 +116,9 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		if spec.MsgSize > limits.MaxUDPPayload {
 			return nil, fmt.Errorf("iperf3 udp_bw: message size %d is larger than one UDP datagram (%d bytes); use a smaller size", spec.MsgSize, limits.MaxUDPPayload)
 		}
+		if spec.MsgSize > 0 && spec.MsgSize < limits.Iperf3MinUDP {
+			return nil, fmt.Errorf("iperf3 udp_bw: message size %d is below iperf3's %d-byte minimum (its header); use a size >= %d or engine builtin", spec.MsgSize, limits.Iperf3MinUDP, limits.Iperf3MinUDP)
+		}
 		if spec.RateBps < 0 {
 			return nil, fmt.Errorf("iperf3 udp_bw: rate must be >= 0, got %v", spec.RateBps)
 		}
@@ -126,6 +129,9 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 			argv = append(argv, "-l", driver.Itoa(spec.MsgSize))
 		}
 	case result.TCPBW:
+		if spec.MsgSize > limits.Iperf3MaxTCP {
+			return nil, fmt.Errorf("iperf3 tcp_bw: message size %d is above iperf3's %d-byte maximum; use a smaller size or engine builtin", spec.MsgSize, limits.Iperf3MaxTCP)
+		}
 		if spec.RateBps != 0 {
 			argv = append(argv, "-b", strconv.FormatFloat(spec.RateBps, 'f', 0, 64))
 		}

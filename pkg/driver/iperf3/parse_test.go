@@ -179,3 +179,20 @@ func TestCommands(t *testing.T) {
 		t.Fatal(v, err)
 	}
 }
+
+// Sizes iperf3's own argument parser refuses are refused when the command is
+// built, so an experiment with them fails its check, not every child.
+func TestCommandSizeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		test string
+		size int
+		ok   bool
+	}{
+		{"udp_bw", 15, false}, {"udp_bw", 16, true}, {"udp_bw", 65507, true}, {"udp_bw", 65508, false},
+		{"tcp_bw", 1 << 20, true}, {"tcp_bw", 1<<20 + 1, false}, {"tcp_bw", 32 << 20, false},
+	} {
+		if _, err := (Driver{}).ClientCommand(spec(tc.test, tc.size)); (err == nil) != tc.ok {
+			t.Errorf("%s %d: %v, want ok=%v", tc.test, tc.size, err, tc.ok)
+		}
+	}
+}

@@ -140,3 +140,19 @@ func TestCommands(t *testing.T) {
 		}
 	}
 }
+
+// sockperf's own bounds (14 bytes up to 1 MiB - 1) and a UDP datagram's.
+func TestCommandSizeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		test string
+		size int
+		ok   bool
+	}{
+		{"tcp_lat", 13, false}, {"tcp_lat", 14, true}, {"tcp_lat", 1<<20 - 1, true}, {"tcp_lat", 1 << 20, false},
+		{"udp_lat", 65507, true}, {"udp_lat", 65508, false},
+	} {
+		if _, err := (Driver{}).ClientCommand(spec(tc.test, tc.size)); (err == nil) != tc.ok {
+			t.Errorf("%s %d: %v, want ok=%v", tc.test, tc.size, err, tc.ok)
+		}
+	}
+}

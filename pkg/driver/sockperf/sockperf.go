@@ -16,7 +16,7 @@ import (
 const DefaultPort = 11111
 
 // MinMsgSize is the smallest message sockperf sends: its own header.
-const MinMsgSize = 14
+const MinMsgSize = limits.SockperfMinMsg
 
 func init() { driver.Register(Driver{}) }
 
@@ -87,6 +87,9 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 	}
 	if spec.MsgSize < MinMsgSize {
 		return nil, fmt.Errorf("sockperf's smallest message is %d bytes (its header), got %d; use a size >= %d or engine qperf/builtin for smaller messages", MinMsgSize, spec.MsgSize, MinMsgSize)
+	}
+	if spec.MsgSize > limits.SockperfMaxMsg {
+		return nil, fmt.Errorf("sockperf's largest message is %d bytes, got %d; use a smaller size or engine builtin", limits.SockperfMaxMsg, spec.MsgSize)
 	}
 	if spec.Test == result.UDPLat && spec.MsgSize > limits.MaxUDPPayload {
 		return nil, fmt.Errorf("sockperf udp_lat: message size %d is larger than one UDP datagram (%d bytes)", spec.MsgSize, limits.MaxUDPPayload)
