@@ -20,6 +20,11 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 		{"preset typo", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: vxlann}]\n", `unknown preset "vxlann"`},
 		{"knob typo", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: vxlan, knobs: {conntrak: \"on\"}}]\n", `unknown knob "conntrak"`},
 		{"32 MiB tcp message", "name: x\ntests: [tcp_bw]\nmsg_sizes: [32M]\narms: [{name: a, topology: veth}]\n", "at most 16M"},
+		{"bad knob value", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: veth, knobs: {mtu: abc}}]\n", `knob mtu`},
+		{"unknown engine", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: veth, engine: netperf}]\n", `unknown engine "netperf"`},
+		{"engine without the test", "name: x\ntests: [tcp_crr]\narms: [{name: a, topology: veth, engine: qperf}]\n", "tcp_crr"},
+		{"size below sockperf's minimum", "name: x\ntests: [tcp_lat]\nmsg_sizes: [1]\narms: [{name: a, topology: veth, engine: sockperf}]\n", "sockperf"},
+		{"udp datagram too large", "name: x\ntests: [udp_lat]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]\n", "65507"},
 		{"malformed yaml", "name: x\ntests: [tcp_lat\n", "x.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
