@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/netns"
-	"github.com/cnibench/cnibench/pkg/runid"
 )
 
 // An experiment that cannot run is refused before anything is stored or
@@ -16,10 +14,20 @@ import (
 func TestRunRefusesBadExperiments(t *testing.T) {
 	bin := testns.Binary(t)
 	dir := t.TempDir()
+	// A lab writes its state file before it creates its first object, so an
+	// empty private state dir shows nothing was built; counting the host's
+	// namespaces would also count other tests' running beside this one.
+	state := t.TempDir()
+	t.Setenv("CNIBENCH_STATE_DIR", state)
 	for _, tc := range []struct{ name, body, want string }{
 		{"preset typo", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: vxlann}]\n", `unknown preset "vxlann"`},
 		{"knob typo", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: vxlan, knobs: {conntrak: \"on\"}}]\n", `unknown knob "conntrak"`},
 		{"32 MiB tcp message", "name: x\ntests: [tcp_bw]\nmsg_sizes: [32M]\narms: [{name: a, topology: veth}]\n", "at most 16M"},
+		{"bad knob value", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: veth, knobs: {mtu: abc}}]\n", `knob mtu`},
+		{"unknown engine", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: veth, engine: netperf}]\n", `unknown engine "netperf"`},
+		{"engine without the test", "name: x\ntests: [tcp_crr]\narms: [{name: a, topology: veth, engine: qperf}]\n", "tcp_crr"},
+		{"size below sockperf's minimum", "name: x\ntests: [tcp_lat]\nmsg_sizes: [1]\narms: [{name: a, topology: veth, engine: sockperf}]\n", "sockperf"},
+		{"udp datagram too large", "name: x\ntests: [udp_lat]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]\n", "65507"},
 		{"malformed yaml", "name: x\ntests: [tcp_lat\n", "x.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -28,7 +36,6 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 				t.Fatal(err)
 			}
 			db := filepath.Join(dir, tc.name+".db")
-			before, _ := netns.List(runid.Prefix)
 			out, code := runBin(t, bin, "run", exp, "--db", db)
 			if code != 2 || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 				t.Errorf("exit %d, want 2 and one line containing %q:\n%s", code, tc.want, out)
@@ -36,8 +43,8 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 			if _, err := os.Stat(db); !os.IsNotExist(err) {
 				t.Errorf("a refused experiment created the database %s", db)
 			}
-			if after, _ := netns.List(runid.Prefix); len(after) > len(before) {
-				t.Errorf("namespaces appeared: %v", after)
+			if ents, err := os.ReadDir(state); err != nil || len(ents) > 0 {
+				t.Errorf("a refused experiment left lab state: %v %v", ents, err)
 			}
 		})
 	}

@@ -497,8 +497,8 @@ func (s *Server) checkSetup(st *Setup) error {
 	return nil
 }
 
-// MaxParallel bounds --parallel.
-const MaxParallel = 128
+// MaxParallel bounds --parallel (limits.MaxParallel).
+const MaxParallel = limits.MaxParallel
 
 // session is one client's test on the server.
 type session struct {

@@ -27,6 +27,11 @@ const (
 	// or mistyped size must not make it allocate without bound.
 	MinMsgSize = 1
 	MaxMsgSize = 16 << 20
+
+	// MaxParallel bounds the streams of one test (--parallel): the server
+	// holds one socket and one buffer per stream. iperf3 has the same bound
+	// of its own (-P at most 128).
+	MaxParallel = 128
 )
 
 // The external tools' own message-size bounds, as their argument parsers

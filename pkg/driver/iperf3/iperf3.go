@@ -103,8 +103,8 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		argv = append(argv, "-O", driver.Itoa(w))
 	}
 	if spec.Parallel > 1 {
-		if spec.Parallel > 128 {
-			return nil, fmt.Errorf("iperf3 allows at most 128 parallel streams, got %d", spec.Parallel)
+		if spec.Parallel > limits.MaxParallel {
+			return nil, fmt.Errorf("iperf3 allows at most %d parallel streams, got %d", limits.MaxParallel, spec.Parallel)
 		}
 		argv = append(argv, "-P", driver.Itoa(spec.Parallel))
 	}
