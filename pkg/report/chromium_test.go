@@ -1,0 +1,83 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// headless opens page in Debian's Chromium the way a person's browser would
+// render it, and returns the DOM after rendering and every console message
+// the page produced. CNIBENCH_SCREENSHOT=FILE.png also saves what it drew.
+func headless(t *testing.T, page []byte) (dom string, console []string) {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (scripts/install-deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(file, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+		"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,4000"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", "file://"+file)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errb.String())
+	}
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(line, ":CONSOLE") {
+			console = append(console, line)
+		}
+	}
+	if shot := os.Getenv("CNIBENCH_SCREENSHOT"); shot != "" {
+		c := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, "file://"+file)...)
+		if b, err := c.CombinedOutput(); err != nil {
+			t.Errorf("screenshot: %v\n%s", err, b)
+		}
+	}
+	return out.String(), console
+}
+
+var (
+	svgRE   = regexp.MustCompile(`(?s)<svg[^>]*>(.*?)</svg>`)
+	shapeRE = regexp.MustCompile(`<(rect|path|line|polyline|circle)\b`)
+)
+
+// The HTML report as a person sees it: Chromium renders every chart with
+// drawn shapes and the page logs nothing to its console.
+func TestHTMLInChromium(t *testing.T) {
+	// The check itself must be able to fail: a page with a script error
+	// shows up in the console capture.
+	if _, console := headless(t, []byte(`<!doctype html><html><body><script>undefined_fn()</script></body></html>`)); len(console) == 0 {
+		t.Fatal("a page with a script error logged nothing: the console capture does not work")
+	}
+	run, ss := kubeOVNRun()
+	dom, console := headless(t, render(t, FormatHTML, Input{run, ss}))
+	if len(console) > 0 {
+		t.Errorf("the report logged to the console:\n%s", strings.Join(console, "\n"))
+	}
+	charts := svgRE.FindAllStringSubmatch(dom, -1)
+	if len(charts) != 12+6 {
+		t.Errorf("Chromium's DOM has %d charts, want 18", len(charts))
+	}
+	for i, c := range charts {
+		if !shapeRE.MatchString(c[1]) {
+			t.Errorf("chart %d draws nothing: %.200s", i, c[1])
+		}
+	}
+	if !strings.Contains(dom, "Debian GNU/Linux 12") {
+		t.Error("the rendered page lacks the host table")
+	}
+}
