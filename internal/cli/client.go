@@ -82,58 +82,56 @@ func (f *clientFlags) plan() (*clientPlan, error) {
 	return p, nil
 }
 
-func init() {
-	register(func() *cobra.Command {
-		f := &clientFlags{}
-		cmd := &cobra.Command{
-			Use:   "client",
-			Short: "Measure latency, connection rate and throughput against a cnibench server",
-			Long: `Run one or more tests against a server, one result per (test, message size).
+func newClientCmd() *cobra.Command {
+	f := &clientFlags{}
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Measure latency, connection rate and throughput against a cnibench server",
+		Long: `Run one or more tests against a server, one result per (test, message size).
 Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).
 Rates (udp_bw): bits/s, 100M, 2G. --engine qperf|iperf3|sockperf measures the same
 through a reference tool (its server must be running on --server).`,
-			Example: `  cnibench client --server 10.0.0.2 --test tcp_lat,udp_lat --msg-size 1,1K
+		Example: `  cnibench client --server 10.0.0.2 --test tcp_lat,udp_lat --msg-size 1,1K
   cnibench client --server 10.0.0.2 --test udp_bw --msg-size 64 --rate 500M --json`,
-			Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				f.portSet = cmd.Flags().Changed("port")
-				p, err := f.plan()
-				if err != nil {
-					return UsageError{err}
-				}
-				set := &result.Set{Schema: result.SetSchemaVersion}
-				for _, t := range p.tests {
-					for _, size := range p.sizes {
-						r, err := runOne(cmd.Context(), f, p, t, size)
-						if err != nil {
-							return err
-						}
-						set.Results = append(set.Results, r)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.portSet = cmd.Flags().Changed("port")
+			p, err := f.plan()
+			if err != nil {
+				return UsageError{err}
+			}
+			set := &result.Set{Schema: result.SetSchemaVersion}
+			for _, t := range p.tests {
+				for _, size := range p.sizes {
+					r, err := runOne(cmd.Context(), f, p, t, size)
+					if err != nil {
+						return err
 					}
+					set.Results = append(set.Results, r)
 				}
-				out := cmd.OutOrStdout()
-				if f.json {
-					enc := json.NewEncoder(out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(set)
-				}
-				return printTable(out, set)
-			},
-		}
-		fl := cmd.Flags()
-		fl.StringVar(&f.server, "server", "", "server: HOST, HOST:PORT or [IPv6]:PORT (required)")
-		fl.IntVar(&f.port, "port", engine.DefaultPort, "server port (TCP and UDP)")
-		fl.StringVar(&f.tests, "test", "tcp_lat", "comma-separated tests: "+strings.Join(result.Tests, ","))
-		fl.StringVar(&f.sizes, "msg-size", "1", "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024)")
-		fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured interval per test and size")
-		fl.DurationVar(&f.warmup, "warmup", time.Second, "traffic before the measured interval, not counted")
-		fl.IntVar(&f.parallel, "parallel", 1, "streams or connections per test")
-		fl.StringVar(&f.rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
-		fl.StringVar(&f.engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
-		fl.StringVar(&f.token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")
-		fl.BoolVar(&f.json, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
-		return cmd
-	})
+			}
+			out := cmd.OutOrStdout()
+			if f.json {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(set)
+			}
+			return printTable(out, set)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.server, "server", "", "server: HOST, HOST:PORT or [IPv6]:PORT (required)")
+	fl.IntVar(&f.port, "port", engine.DefaultPort, "server port (TCP and UDP)")
+	fl.StringVar(&f.tests, "test", "tcp_lat", "comma-separated tests: "+strings.Join(result.Tests, ","))
+	fl.StringVar(&f.sizes, "msg-size", "1", "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024)")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured interval per test and size")
+	fl.DurationVar(&f.warmup, "warmup", time.Second, "traffic before the measured interval, not counted")
+	fl.IntVar(&f.parallel, "parallel", 1, "streams or connections per test")
+	fl.StringVar(&f.rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
+	fl.StringVar(&f.engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
+	fl.StringVar(&f.token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
+	return cmd
 }
 
 func runOne(ctx context.Context, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, error) {

@@ -11,15 +11,13 @@ import (
 	"github.com/cnibench/cnibench/pkg/image"
 )
 
-func init() {
-	register(func() *cobra.Command {
-		cmd := &cobra.Command{
-			Use:   "image",
-			Short: "Build the cnibench container image (for Kubernetes runs)",
-		}
-		cmd.AddCommand(newImageBuildCmd())
-		return cmd
-	})
+func newImageCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build the cnibench container image (for Kubernetes runs)",
+	}
+	cmd.AddCommand(newImageBuildCmd())
+	return cmd
 }
 
 func newImageBuildCmd() *cobra.Command {

@@ -25,21 +25,19 @@ import (
 	"github.com/cnibench/cnibench/pkg/units"
 )
 
-func init() {
-	register(func() *cobra.Command {
-		cmd := &cobra.Command{
-			Use:   "k8s",
-			Short: "Run the benchmarks as pods in a Kubernetes cluster",
-			Long: `Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
+func newK8sCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "k8s",
+		Short: "Run the benchmarks as pods in a Kubernetes cluster",
+		Long: `Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
 host network and through a ClusterIP Service; audits every node's tuning; and
 removes everything it created. The cluster is chosen as kubectl chooses it:
 --kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
 current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
-		}
-		cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd())
-		return cmd
-	})
+	}
+	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd())
+	return cmd
 }
 
 // k8sConnFlags are the flags every k8s subcommand shares.

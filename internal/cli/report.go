@@ -20,12 +20,6 @@ import (
 
 // The history commands: `cnibench runs`, `cnibench report`, `cnibench compare`.
 
-func init() {
-	register(newRunsCmd)
-	register(newReportCmd)
-	register(newCompareCmd)
-}
-
 // addDBFlag adds --db to a command that reads or writes the results
 // database. Its default honours $CNIBENCH_DB and $XDG_DATA_HOME.
 func addDBFlag(cmd *cobra.Command, p *string) {

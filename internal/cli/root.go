@@ -1,8 +1,9 @@
 // Package cli holds cnibench's cobra commands. Commands turn flags into option
 // structs and call into pkg/...; they hold no measurement or lab logic.
 //
-// Each command group lives in its own file and registers itself from init()
-// with register, so work on one group never touches another group's file.
+// Each command group lives in its own file as a newXCmd constructor; NewRoot
+// lists them all, so the whole tree is readable in one place and nothing
+// depends on the order files are initialised in.
 package cli
 
 import (
@@ -15,12 +16,6 @@ import (
 
 // Version is set at build time with -ldflags "-X github.com/cnibench/cnibench/internal/cli.Version=...".
 var Version = "dev"
-
-var commands []func() *cobra.Command
-
-// register adds a top-level command constructor. Called from init() in each
-// command file.
-func register(f func() *cobra.Command) { commands = append(commands, f) }
 
 // UsageError marks an error caused by the user's input; it exits with code 2.
 type UsageError struct{ Err error }
@@ -54,9 +49,14 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{err} })
-	for _, f := range commands {
-		root.AddCommand(f())
-	}
+	root.AddCommand(
+		newServerCmd(), newClientCmd(), // the engine
+		newLabCmd(), newProbeCmd(), // the lab and what this host can build
+		newRunCmd(), newCrosscheckCmd(), newRunsCmd(), newReportCmd(), newCompareCmd(), // experiments and history
+		newTuneCmd(),               // tuning
+		newImageCmd(), newK8sCmd(), // Kubernetes
+		newVersionCmd(),
+	)
 	return root
 }
 

@@ -31,45 +31,43 @@ type runOptions struct {
 	arms     []string
 }
 
-func init() {
-	register(func() *cobra.Command {
-		var o runOptions
-		cmd := &cobra.Command{
-			Use:   "run [FILE|NAME]",
-			Short: "Run an experiment: build each arm's lab, measure, store, report",
-			Long: `Run an experiment file, or a ready experiment by name (default: "default").
+func newRunCmd() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [FILE|NAME]",
+		Short: "Run an experiment: build each arm's lab, measure, store, report",
+		Long: `Run an experiment file, or a ready experiment by name (default: "default").
 Ready experiments: ` + strings.Join(readyNames(), ", ") + `.
 
 Each distinct lab topology is built once and kept up for the whole run so the
 steps can be interleaved (A B C A B C …); every lab is removed at the end, also
 on failure and Ctrl-C. Each sample is stored as it finishes, so an interrupted
 run keeps what it measured and is marked incomplete.`,
-			Args: cobra.MaximumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				ref := "default"
-				if len(args) == 1 {
-					ref = args[0]
-				}
-				e, err := loadExperiment(ref)
-				if err != nil {
-					return UsageError{err}
-				}
-				if err := o.override(e); err != nil {
-					return UsageError{err}
-				}
-				return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output)
-			},
-		}
-		f := cmd.Flags()
-		addDBFlag(cmd, &o.db)
-		f.IntVar(&o.repeats, "repeats", 0, "override the experiment's repeats")
-		f.DurationVar(&o.duration, "duration", 0, "override the measured interval of each step")
-		f.StringVar(&o.warmup, "warmup", "", "override the warmup of each step, e.g. 500ms")
-		f.StringVar(&o.format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
-		f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
-		f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
-		return cmd
-	})
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref := "default"
+			if len(args) == 1 {
+				ref = args[0]
+			}
+			e, err := loadExperiment(ref)
+			if err != nil {
+				return UsageError{err}
+			}
+			if err := o.override(e); err != nil {
+				return UsageError{err}
+			}
+			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output)
+		},
+	}
+	f := cmd.Flags()
+	addDBFlag(cmd, &o.db)
+	f.IntVar(&o.repeats, "repeats", 0, "override the experiment's repeats")
+	f.DurationVar(&o.duration, "duration", 0, "override the measured interval of each step")
+	f.StringVar(&o.warmup, "warmup", "", "override the warmup of each step, e.g. 500ms")
+	f.StringVar(&o.format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
+	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
+	f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
+	return cmd
 }
 
 func readyNames() []string {

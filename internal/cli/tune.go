@@ -17,25 +17,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(func() *cobra.Command {
-		c := &cobra.Command{
-			Use:   "tune",
-			Short: "Audit, apply and roll back host and datapath tuning knobs",
-			Long: "tune reads the knobs the Kube-OVN, OVS and Cilium documents and the tuned profiles name,\n" +
-				"compares them with a latency or throughput profile, applies a profile with a journal\n" +
-				"written before any change, and rolls back exactly. See docs/tuning.md.",
-		}
-		c.AddCommand(tuneAuditCmd(), tuneApplyCmd(), tuneStatusCmd(), tuneRollbackCmd(), tuneHoldCmd(), tuneKnobsCmd())
-		if v := tuneVerifyCmd(); v != nil {
-			c.AddCommand(v)
-		}
-		return c
-	})
+func newTuneCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "tune",
+		Short: "Audit, apply and roll back host and datapath tuning knobs",
+		Long: "tune reads the knobs the Kube-OVN, OVS and Cilium documents and the tuned profiles name,\n" +
+			"compares them with a latency or throughput profile, applies a profile with a journal\n" +
+			"written before any change, and rolls back exactly. See docs/tuning.md.",
+	}
+	c.AddCommand(tuneAuditCmd(), tuneApplyCmd(), tuneStatusCmd(), tuneRollbackCmd(), tuneHoldCmd(), tuneKnobsCmd(), newTuneVerifyCmd())
+	return c
 }
-
-// tuneVerifyCmd is replaced once verify exists (see tune_verify.go).
-var tuneVerifyCmd = func() *cobra.Command { return nil }
 
 func parseProfiles(s string) ([]tune.Profile, error) {
 	if s == "" {

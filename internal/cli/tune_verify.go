@@ -20,10 +20,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/tune"
 )
 
-func init() {
-	tuneVerifyCmd = newTuneVerifyCmd
-}
-
 type verifyOptions struct {
 	profile, exp, scope, only, db, journalDir string
 	keep, yes                                 bool

@@ -6,16 +6,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(func() *cobra.Command {
-		return &cobra.Command{
-			Use:   "version",
-			Short: "Print cnibench's version",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
-				return err
-			},
-		}
-	})
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print cnibench's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
+			return err
+		},
+	}
 }
