@@ -3,6 +3,7 @@ package cli
 import (
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +23,7 @@ ratio to the built-in engine. It is the method behind the engine's accuracy
 claims (docs/engine.md). A tool that lacks a test is not asked for it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := loadExperiment("crosscheck")
+			e, err := experiment.Load("crosscheck")
 			if err != nil {
 				return err
 			}

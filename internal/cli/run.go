@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/cnibench/cnibench/experiments"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/report"
@@ -37,7 +35,7 @@ func newRunCmd() *cobra.Command {
 		Use:   "run [FILE|NAME]",
 		Short: "Run an experiment: build each arm's lab, measure, store, report",
 		Long: `Run an experiment file, or a ready experiment by name (default: "default").
-Ready experiments: ` + strings.Join(readyNames(), ", ") + `.
+Ready experiments: ` + strings.Join(experiment.ReadyNames(), ", ") + `.
 
 Each distinct lab topology is built once and kept up for the whole run so the
 steps can be interleaved (A B C A B C …); every lab is removed at the end, also
@@ -49,7 +47,7 @@ run keeps what it measured and is marked incomplete.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			e, err := loadExperiment(ref)
+			e, err := experiment.Load(ref)
 			if err != nil {
 				return UsageError{err}
 			}
@@ -68,27 +66,6 @@ run keeps what it measured and is marked incomplete.`,
 	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
 	f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
 	return cmd
-}
-
-func readyNames() []string {
-	names, _ := fs.Glob(experiments.Files, "*.yaml")
-	for i, n := range names {
-		names[i] = strings.TrimSuffix(n, ".yaml")
-	}
-	return names
-}
-
-// loadExperiment reads a file, or a ready experiment by name when no such
-// file exists.
-func loadExperiment(ref string) (*experiment.Experiment, error) {
-	if _, err := os.Stat(ref); err == nil {
-		return experiment.LoadFile(ref)
-	}
-	b, err := fs.ReadFile(experiments.Files, strings.TrimSuffix(ref, ".yaml")+".yaml")
-	if err != nil {
-		return nil, fmt.Errorf("no experiment file %q and no ready experiment of that name (ready: %s)", ref, strings.Join(readyNames(), ", "))
-	}
-	return experiment.Parse(b, "experiments/"+strings.TrimSuffix(ref, ".yaml")+".yaml")
 }
 
 func (o *runOptions) override(e *experiment.Experiment) error {

@@ -84,7 +84,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	default:
 		return UsageError{fmt.Errorf("bad --scope %q for verify: use lab or host", o.scope)}
 	}
-	e, err := loadExperiment(o.exp)
+	e, err := experiment.Load(o.exp)
 	if err != nil {
 		return UsageError{err}
 	}

@@ -92,3 +92,24 @@ func TestOverride(t *testing.T) {
 		t.Errorf("override: %v arms=%d baseline=%q repeats=%d", err, len(e.Arms), e.Baseline, e.Repeats)
 	}
 }
+
+func TestLoadReadyAndFile(t *testing.T) {
+	for _, name := range ReadyNames() {
+		if _, err := Load(name); err != nil {
+			t.Errorf("ready experiment %s: %v", name, err)
+		}
+	}
+	if len(ReadyNames()) < 7 {
+		t.Errorf("ready experiments: %v", ReadyNames())
+	}
+	if _, err := Load("nosuch"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ready: ") {
+		t.Errorf("unknown name: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "x.yaml")
+	if err := os.WriteFile(p, []byte("name: x\ntests: [tcp_lat]\narms: [{name: a, topology: vxlann}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad file: %v", err)
+	}
+}
