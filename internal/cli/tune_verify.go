@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/report"
-	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/verify"
 )
 
 type verifyOptions struct {
@@ -95,221 +93,37 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	if os.Geteuid() != 0 {
 		return errors.New("verify builds network namespaces and changes kernel settings: run it with sudo")
 	}
+	if err := e.Preflight(); err != nil {
+		return err
+	}
 	db, err := store.Open(o.db)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-
-	id := runid.New()
-	base := fmt.Sprintf("%s-%s-%s", e.Name, p, id)
 	tty := false
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	execute := func(phase string, labs experiment.LabProvider) (int64, error) {
-		x := *e
-		x.Name = base + "-" + phase
-		fmt.Fprintf(stderr, "%s: experiment %s, %d arms, %d steps\n", phase, e.Name, len(e.Arms), len(e.Plan()))
-		runID, err := experiment.Execute(ctx, &x, experiment.Options{
-			Labs: labs, Measurer: experiment.Drivers{},
-			Sink:     experiment.StoreSink{DB: db, Kind: store.KindTuneVerify, Host: sysinfo.Host.Fingerprint(Version)},
-			Progress: stderr, IsTerminal: tty,
-		})
-		if runID != 0 {
-			fmt.Fprintf(stderr, "%s: stored as run %d (%s)\n", phase, runID, x.Name)
-		}
-		return runID, err
-	}
-
-	// A step that fails (an arm this kernel cannot build) is in both runs'
-	// reports; verify goes on and exits 1 at the end, as `run` does.
-	var stepsFailed error
-	tolerate := func(phase string, err error) error {
-		var sf *experiment.StepsFailedError
-		if errors.As(err, &sf) {
-			stepsFailed = fmt.Errorf("%s run: %w", phase, err)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s run: %w", phase, err)
-		}
-		return nil
-	}
-	before, err := execute("before", experiment.Labs{})
-	if err := tolerate("before", err); err != nil {
+	res, err := verify.Run(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
+		JournalDir: o.journalDir, DB: db, Fingerprint: sysinfo.Host.Fingerprint(Version),
+		Out: stdout, Progress: stderr, IsTerminal: tty,
+		OnApply: func(w io.Writer, rep *tune.ApplyReport) { printApply(w, rep, false) }})
+	var failed *experiment.StepsFailedError
+	if err != nil && !errors.As(err, &failed) {
 		return err
 	}
-
-	// From here on every path out rolls back what was applied, with a
-	// fresh context so Ctrl-C does not skip it.
-	var journals []string
-	var jmu sync.Mutex
-	addJournal := func(j string) {
-		jmu.Lock()
-		journals = append(journals, j)
-		jmu.Unlock()
+	runA, sA, rerr := getRun(db, fmt.Sprint(res.Before))
+	if rerr != nil {
+		return rerr
 	}
-	env := tune.DefaultEnv()
-	defer func() {
-		if o.keep {
-			if len(journals) > 0 {
-				fmt.Fprintf(stdout, "kept the profile (--keep); undo with `cnibench tune rollback --journal-dir %s`\n", o.journalDir)
-			}
-			return
-		}
-		for i := len(journals) - 1; i >= 0; i-- {
-			if _, rerr := tune.Rollback(env, journals[i]); rerr != nil && !errors.Is(rerr, tune.ErrRolledBack) {
-				fmt.Fprintf(stderr, "rollback %s: %v; run `cnibench tune rollback --journal %s`\n", journals[i], rerr, journals[i])
-			}
-		}
-		if len(journals) > 0 {
-			fmt.Fprintf(stdout, "rolled back %d journals\n", len(journals))
-		}
-	}()
-
-	if host {
-		var hostKs []*tune.Knob
-		for _, k := range ks {
-			if k.Scope != tune.ScopeNetns {
-				hostKs = append(hostKs, k)
-			}
-		}
-		// Per-namespace knobs in the host's namespace too: new namespaces
-		// copy some of them (tcp_rmem, tcp_wmem, congestion control).
-		hostKs = append(hostKs, netnsKnobs(ks)...)
-		rep, err := tune.Apply(tune.ApplyOptions{Env: env, Profile: p, Knobs: hostKs, ScopeLabel: "host (verify " + base + ")", JournalDir: o.journalDir})
-		if rep != nil && rep.Journal != "" {
-			addJournal(rep.Journal)
-		}
-		if rep != nil {
-			fmt.Fprintln(stdout, "applied on the host:")
-			printApply(stdout, rep, false)
-		}
-		if err != nil {
-			return err
-		}
-		if k, _ := tune.Lookup("cpu.dma_latency"); selected(ks, k) {
-			if rec, ok := k.Recs[p]; ok {
-				var us int32
-				fmt.Sscan(rec.Value, &us)
-				release, herr := tune.HoldDMALatency(env, us)
-				if herr != nil {
-					fmt.Fprintf(stdout, "cpu.dma_latency: not held: %v\n", herr)
-				} else {
-					defer release()
-					fmt.Fprintf(stdout, "cpu.dma_latency: held at %d µs for the after run\n", us)
-				}
-			}
-		}
-	}
-
-	labs := &tunedLabs{inner: experiment.Labs{}, env: env, profile: p, knobs: netnsKnobs(ks), dir: o.journalDir,
-		label: "verify " + base, out: stdout, add: addJournal}
-	after, err := execute("after", labs)
-	if err := tolerate("after", err); err != nil {
-		return err
-	}
-	if labs.changes == 0 && !host {
-		fmt.Fprintln(stdout, "note: no per-namespace knob differed in the labs; before and after ran the same settings")
-	}
-
-	runA, err := db.GetRun(fmt.Sprint(before))
-	if err != nil {
-		return err
-	}
-	runB, err := db.GetRun(fmt.Sprint(after))
-	if err != nil {
-		return err
-	}
-	sA, err := db.Samples(before)
-	if err != nil {
-		return err
-	}
-	sB, err := db.Samples(after)
-	if err != nil {
-		return err
+	runB, sB, rerr := getRun(db, fmt.Sprint(res.After))
+	if rerr != nil {
+		return rerr
 	}
 	fmt.Fprintf(stdout, "\nA = before, B = after applying the %s profile (%s scope)\n", p, o.scope)
-	if err := report.Compare(stdout, runA, sA, runB, sB); err != nil {
-		return err
+	if cerr := report.Compare(stdout, runA, sA, runB, sB); cerr != nil {
+		return cerr
 	}
-	return stepsFailed
-}
-
-func netnsKnobs(ks []*tune.Knob) []*tune.Knob {
-	var out []*tune.Knob
-	for _, k := range ks {
-		if k.Scope == tune.ScopeNetns {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func selected(ks []*tune.Knob, k *tune.Knob) bool {
-	for _, x := range ks {
-		if x == k {
-			return true
-		}
-	}
-	return false
-}
-
-// tunedLabs builds labs like experiment.Labs and then applies the profile's
-// per-namespace knobs inside each new lab's endpoint namespaces, journaled.
-type tunedLabs struct {
-	inner   experiment.LabProvider
-	env     *tune.Env
-	profile tune.Profile
-	knobs   []*tune.Knob
-	dir     string
-	label   string
-	out     io.Writer
-	add     func(string)
-
-	mu      sync.Mutex
-	changes int
-}
-
-func (t *tunedLabs) Up(ctx context.Context, topology, dir string, knobs map[string]string) (experiment.LabInstance, error) {
-	l, err := t.inner.Up(ctx, topology, dir, knobs)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var nss []string
-	for _, name := range []string{"client", "server", "node1", "node2"} {
-		ns, _, err := l.Endpoint(name)
-		if err == nil && ns != "" && !seen[ns] {
-			seen[ns] = true
-			nss = append(nss, ns)
-		}
-	}
-	if len(nss) == 0 {
-		return l, nil
-	}
-	rep, err := tune.Apply(tune.ApplyOptions{Env: t.env, Profile: t.profile, Knobs: t.knobs, Netns: nss,
-		ScopeLabel: "lab:" + l.Name() + " (" + t.label + ")", JournalDir: t.dir})
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if rep != nil {
-		if rep.Journal != "" {
-			t.add(rep.Journal)
-		}
-		t.changes += len(rep.Changes) - rep.Failed()
-		fmt.Fprintf(t.out, "applied in lab %s (%s):\n", l.Name(), topology)
-		printApply(t.out, rep, false)
-	}
-	if err != nil || (rep != nil && rep.Failed() > 0) {
-		// A half-tuned lab would measure neither state: stop here.
-		tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = l.Down(tctx)
-		if err == nil {
-			err = fmt.Errorf("%d knobs failed", rep.Failed())
-		}
-		return nil, fmt.Errorf("tune lab %s: %w", l.Name(), err)
-	}
-	return l, nil
+	return err
 }
