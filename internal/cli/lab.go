@@ -151,8 +151,13 @@ func labShowCmd() *cobra.Command {
 				sort.Strings(ks)
 				fmt.Fprintf(w, "knobs %s\n", strings.Join(ks, " "))
 			}
-			for _, s := range l.Sysctls {
-				fmt.Fprintf(w, "host sysctl %s = %s (was %s; restored on down)\n", strings.ReplaceAll(s.Path, "/", "."), s.New, s.Old)
+			changes, err := l.Changes()
+			if err != nil {
+				fmt.Fprintf(w, "journal %s: %v\n", l.Journal, err)
+			}
+			if len(changes) > 0 {
+				fmt.Fprintf(w, "changed (journal %s, restored on down):\n", l.Journal)
+				printChanges(w, changes, "  ")
 			}
 			printEndpoints(w, l)
 			return nil

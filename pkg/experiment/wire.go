@@ -55,7 +55,7 @@ func (i labInstance) Endpoint(name string) (string, string, error) {
 
 func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
 
-func (i labInstance) ChangesHost() bool { return len(i.l.Sysctls) > 0 }
+func (i labInstance) ChangesHost() bool { return i.l.ChangesHost() }
 
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}

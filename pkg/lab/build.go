@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -27,6 +28,9 @@ type builder struct {
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle
 	fds     map[string]*os.File
+
+	jmu sync.Mutex
+	jr  *tune.Journal // the lab's journal, from its first change on
 }
 
 func (b *builder) logf(format string, a ...any) {
@@ -36,6 +40,9 @@ func (b *builder) logf(format string, a ...any) {
 }
 
 func (b *builder) close() {
+	if b.jr != nil {
+		b.jr.Close() // the file stays: Down and Clean roll it back
+	}
 	for _, h := range b.handles {
 		h.Close()
 	}
@@ -444,7 +451,7 @@ func (b *builder) routedNode(n int, u string) error {
 	if err := h.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
 		return fmt.Errorf("node%d: underlay address: %w", n, err)
 	}
-	if err := nsSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
+	if err := b.sysctl(ns, "net.ipv4.ip_forward", "1"); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
 	}
 	if err := b.nodeRoutes(h, n, ul); err != nil {
