@@ -9,6 +9,12 @@
 // named cnb-<id>-<suffix> (package runid) and live inside the lab's own
 // namespaces, except what Open vSwitch's userspace datapath needs in the root
 // namespace (veth host ends and bridges, also named cnb-<id>-…).
+//
+// Settings are not objects: every value a lab changes (forwarding in its
+// nodes, socket buffer limits — host-wide on most kernels —, OVS's socket
+// defaults while it builds, offloads) goes through the lab's pkg/tune
+// Journal, whose path the state file records before the first change, and
+// Down, Clean and every failed Up roll it back exactly (sysctl.go).
 package lab
 
 import (
