@@ -68,6 +68,7 @@ type Journal struct {
 
 	mu      sync.Mutex
 	j       *journal
+	lockf   *os.File // the directory's .lock, flocked around each change
 	seq     int
 	changes map[int]Entry // change entries by seq, for Undo
 }
@@ -84,16 +85,22 @@ func NewJournal(o JournalOptions) (*Journal, error) {
 	if o.Env == nil {
 		o.Env = DefaultEnv()
 	}
+	lockf, err := openLock(o.Dir)
+	if err != nil {
+		return nil, err
+	}
 	j, err := createJournal(o.Dir, o.ID)
 	if err != nil {
+		lockf.Close()
 		return nil, err
 	}
 	host, _ := os.Hostname()
 	if err := j.append(Entry{Type: "begin", ID: o.ID, Scope: o.Scope, Host: host}); err != nil {
 		j.close()
+		lockf.Close()
 		return nil, err
 	}
-	return &Journal{env: o.Env, dir: o.Dir, id: o.ID, path: j.path, j: j, changes: map[int]Entry{}}, nil
+	return &Journal{env: o.Env, dir: o.Dir, id: o.ID, path: j.path, j: j, lockf: lockf, changes: map[int]Entry{}}, nil
 }
 
 // Path is the journal file; record it where the owner keeps its state, and
@@ -115,8 +122,17 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	err := j.j.close()
+	j.lockf.Close()
 	j.j = nil
 	return err
+}
+
+// lock takes the directory lock (the one Rollback and Apply take).
+func (j *Journal) lock() (unlock func(), err error) {
+	if err := unix.Flock(int(j.lockf.Fd()), unix.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	return func() { _ = unix.Flock(int(j.lockf.Fd()), unix.LOCK_UN) }, nil
 }
 
 // record journals e (fsynced) and then runs write, under the directory lock
@@ -129,7 +145,7 @@ func (j *Journal) record(e Entry, write func() error) error {
 	if j.j == nil {
 		return ErrClosed
 	}
-	unlock, err := lockDir(j.dir)
+	unlock, err := j.lock()
 	if err != nil {
 		return err
 	}
@@ -154,7 +170,7 @@ func (j *Journal) record(e Entry, write func() error) error {
 	}
 	// The result line is for `tune status`; rollback trusts the change line
 	// alone (restoring a value that was never changed is harmless).
-	if err := j.j.append(res); err != nil && werr == nil {
+	if err := j.j.appendUnsynced(res); err != nil && werr == nil {
 		return err
 	}
 	return werr
@@ -308,7 +324,7 @@ func (j *Journal) Undo(mark int) error {
 	if j.j == nil {
 		return ErrClosed
 	}
-	unlock, err := lockDir(j.dir)
+	unlock, err := j.lock()
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,19 @@ type Entry struct {
 // lockDir takes an exclusive advisory lock on dir/.lock, so two applies or
 // rollbacks on one journal directory never interleave their reads and writes.
 func lockDir(dir string) (unlock func(), err error) {
+	f, err := openLock(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// openLock opens (creating) dir/.lock, the file lockDir flocks.
+func openLock(dir string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal dir: %w", err)
 	}
@@ -60,11 +73,7 @@ func lockDir(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return f, nil
 }
 
 // journal is an open journal file; every append is fsynced.
@@ -112,7 +121,14 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func (j *journal) append(e Entry) error {
+func (j *journal) append(e Entry) error { return j.write(e, true) }
+
+// appendUnsynced is for lines rollback does not depend on (a result): a
+// killed process loses nothing the kernel has accepted, and a lost result
+// only shows the change as unfinished.
+func (j *journal) appendUnsynced(e Entry) error { return j.write(e, false) }
+
+func (j *journal) write(e Entry, sync bool) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -122,6 +138,9 @@ func (j *journal) append(e Entry) error {
 	}
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("sync journal %s: %w", j.path, err)
