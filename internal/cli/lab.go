@@ -159,6 +159,14 @@ func labShowCmd() *cobra.Command {
 				fmt.Fprintf(w, "changed (journal %s, restored on down):\n", l.Journal)
 				printChanges(w, changes, "  ")
 			}
+			if stats, ok, err := l.FastpathStats(); err != nil {
+				fmt.Fprintf(w, "fastpath: %v\n", err)
+			} else if ok {
+				for i, st := range stats {
+					fmt.Fprintf(w, "fastpath node%d: %d packets carried (into pods %d, routed out %d, next hop left to the kernel %d, tunnelled %d), %d left to the kernel\n",
+						i+1, st.Forwarded(), st.Peer, st.FIB, st.Neigh, st.Tunnel, st.Pass)
+				}
+			}
 			printEndpoints(w, l)
 			return nil
 		},

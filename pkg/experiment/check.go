@@ -62,7 +62,7 @@ func (e *Experiment) checkArm(a *Arm) error {
 		if err := d.Supports(t); err != nil {
 			return fmt.Errorf("engine %s: %w", a.Engine, err)
 		}
-		for _, size := range e.MsgSizes {
+		for _, size := range e.Sizes(t) {
 			spec := driver.Spec{Server: server, Test: t, MsgSize: int(size), Duration: time.Duration(e.Duration),
 				Warmup: time.Duration(e.Warmup), Parallel: max(1, e.Parallel), RateBps: e.RateBps}
 			if _, err := d.ClientCommand(spec); err != nil {

@@ -30,9 +30,12 @@ type Experiment struct {
 	Source   string   `yaml:"source"`
 	Tests    []string `yaml:"tests"`
 	MsgSizes []Size   `yaml:"msg_sizes"`
-	Duration Duration `yaml:"duration"`
-	Warmup   Duration `yaml:"warmup"`
-	Repeats  int      `yaml:"repeats"`
+	// TestSizes gives a test its own sizes instead of msg_sizes, e.g.
+	// {tcp_bw: [64K]} beside msg_sizes [1] for the latency tests.
+	TestSizes map[string][]Size `yaml:"test_sizes"`
+	Duration  Duration          `yaml:"duration"`
+	Warmup    Duration          `yaml:"warmup"`
+	Repeats   int               `yaml:"repeats"`
 	// Order is "interleaved" (default: A B C A B C …, so drift spreads over
 	// all arms) or "sequential" (A A A B B B …, for comparison only).
 	Order    string `yaml:"order"`
@@ -219,6 +222,14 @@ func (e *Experiment) normalize() error {
 	if len(e.MsgSizes) == 0 {
 		e.MsgSizes = []Size{1}
 	}
+	for t, sizes := range e.TestSizes {
+		if !contains(e.Tests, t) {
+			return fmt.Errorf("field test_sizes: %q is not one of the experiment's tests (%s)", t, strings.Join(e.Tests, ", "))
+		}
+		if len(sizes) == 0 {
+			return fmt.Errorf("field test_sizes: %s has no sizes", t)
+		}
+	}
 	// Each (test, size) is checked once, by Check, against the limits of
 	// the engine that will run it (pkg/limits and the tools' own).
 	if e.Duration == 0 {
@@ -335,4 +346,13 @@ func (a *Arm) LabKey() string {
 		fmt.Fprintf(&b, " %s=%s", k, a.Knobs[k])
 	}
 	return b.String()
+}
+
+// Sizes returns the message sizes test runs at: its test_sizes entry if it
+// has one, msg_sizes otherwise.
+func (e *Experiment) Sizes(test string) []Size {
+	if s, ok := e.TestSizes[test]; ok {
+		return s
+	}
+	return e.MsgSizes
 }

@@ -39,6 +39,14 @@ func (b *builder) applyKnobs(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.s.Fastpath != "" {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.applyFastpath(); err != nil {
+			return err
+		}
+	}
 	return ctx.Err()
 }
 

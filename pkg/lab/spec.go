@@ -57,11 +57,14 @@ type Spec struct {
 	// PodsPerNode counts every pod on a node, client and server included.
 	PodsPerNode int `json:"pods_per_node"`
 
-	MTU         int          `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
-	UnderlayMTU int          `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
-	Offloads    []Offload    `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
-	Conntrack   bool         `json:"conntrack,omitempty"`    // stateful nftables rule on the path
-	Notrack     []*net.IPNet `json:"-"`                      // nftables notrack for these destinations
+	MTU         int       `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
+	UnderlayMTU int       `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
+	Offloads    []Offload `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
+	Conntrack   bool      `json:"conntrack,omitempty"`    // stateful nftables rule on the path
+	// Fastpath is "ebpf" for cnibench's eBPF host routing on the nodes
+	// (pkg/fastpath), "" for the kernel's own routing.
+	Fastpath    string       `json:"fastpath,omitempty"`
+	Notrack     []*net.IPNet `json:"-"` // nftables notrack for these destinations
 	NotrackText string       `json:"notrack,omitempty"`
 	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
 	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
@@ -93,6 +96,7 @@ var knobHelp = map[string]string{
 	"underlay_mtu":  "an integer 576..65535 (node-to-node link MTU)",
 	"offloads":      "on, off, or a list like gro=off,tso=off (features: gro gso tso tx rx sg lro)",
 	"conntrack":     "on or off",
+	"fastpath":      "ebpf or off (eBPF host routing on the nodes; native and vxlan)",
 	"notrack":       "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
 	"services":      "an integer 0..10000 (service VIPs as nftables DNAT rules)",
 	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
@@ -175,6 +179,18 @@ func (s *Spec) Set(key, value string) error {
 			s.Conntrack = true
 		case "off", "false", "no", "0":
 			s.Conntrack = false
+		default:
+			return bad()
+		}
+	case "fastpath":
+		switch strings.ToLower(value) {
+		case "ebpf":
+			if s.Topology != TopoNative && s.Topology != TopoVXLAN {
+				return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+			}
+			s.Fastpath = FastpathEBPF
+		case "off", "none", "":
+			s.Fastpath = ""
 		default:
 			return bad()
 		}
@@ -292,6 +308,9 @@ func (s *Spec) validate() error {
 	}
 	if s.Services > 0 && s.Topology == TopoOVSNetdevGeneve {
 		return fmt.Errorf("knob services: not supported on %s", s.Topology)
+	}
+	if s.Fastpath != "" && s.Topology != TopoNative && s.Topology != TopoVXLAN {
+		return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
 	}
 	if len(s.Offloads) > 0 && s.Topology == TopoHost {
 		return fmt.Errorf("knob offloads: the host topology has no veth (use veth or another preset)")
