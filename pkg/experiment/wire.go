@@ -97,6 +97,10 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 		Host:       s.Host,
 		Labels:     map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
 	}
+	if e.Precision > 0 {
+		run.Labels["precision"] = fmt.Sprintf("%g%%", float64(e.Precision)*100)
+		run.Labels["budget"] = time.Duration(e.Budget).String()
+	}
 	for _, a := range e.Arms {
 		topo := a.Topology
 		if a.ServerAddress != "" {
