@@ -455,6 +455,14 @@ func (b *builder) routedNode(n int, u string) error {
 	if err := b.nodeRoutes(h, n, ul); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
 	}
+	if b.s.Services > 0 {
+		// A node's own connections to a Service VIP need a route before
+		// the output hook DNATs them (a real node has its default route):
+		// ip route add 10.96.0.0/16 dev u
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: ul.Attrs().Index, Dst: serviceCIDR, Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("node%d: route to the service CIDR: %w", n, err)
+		}
+	}
 	return nil
 }
 

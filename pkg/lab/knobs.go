@@ -34,7 +34,15 @@ func (b *builder) applyKnobs(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.s.Conntrack || len(b.s.Notrack) > 0 || b.s.Services > 0 {
+	if b.s.Proxy != "" {
+		if err := b.applyProxy(ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if b.s.Conntrack || len(b.s.Notrack) > 0 || (b.s.Services > 0 && b.s.Proxy == "") {
 		if err := b.applyNft(); err != nil {
 			return err
 		}

@@ -67,8 +67,13 @@ type Spec struct {
 	Notrack     []*net.IPNet `json:"-"` // nftables notrack for these destinations
 	NotrackText string       `json:"notrack,omitempty"`
 	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
-	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
-	WmemMax     int64        `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
+	// Proxy programs the services as kube-proxy does on every node:
+	// "iptables" or "nftables" (kubeproxy.go); "" keeps the plain linear
+	// nftables DNAT list of the services knob.
+	Proxy     string `json:"proxy,omitempty"`
+	Endpoints int    `json:"endpoints,omitempty"` // endpoints per service with proxy (default 1)
+	RmemMax   int64  `json:"rmem_max,omitempty"`  // net.core.rmem_max while the lab is up
+	WmemMax   int64  `json:"wmem_max,omitempty"`  // net.core.wmem_max while the lab is up
 	// OVSSockBuf is the buffer size of Open vSwitch's packet sockets on the
 	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
 	// sets on OVS builds that have it.
@@ -98,7 +103,9 @@ var knobHelp = map[string]string{
 	"conntrack":     "on or off",
 	"fastpath":      "ebpf or off (eBPF host routing on the nodes; native and vxlan)",
 	"notrack":       "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
-	"services":      "an integer 0..10000 (service VIPs as nftables DNAT rules)",
+	"services":      "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them)",
+	"proxy":         "iptables or nftables (kube-proxy's rules on every node; needs services, native/vxlan/geneve/ipip)",
+	"endpoints":     "an integer 1..10 (endpoints per service, with proxy)",
 	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"wmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"ovs_sock_buf":  "a byte count 212992..1073741823 (ovs-netdev only)",
@@ -212,11 +219,29 @@ func (s *Spec) Set(key, value string) error {
 		}
 		s.Notrack, s.NotrackText = nets, value
 	case "services":
-		n, err := atoi(0, 10000)
+		n, err := atoi(0, maxServices)
 		if err != nil {
 			return err
 		}
 		s.Services = int(n)
+	case "proxy":
+		switch strings.ToLower(value) {
+		case ProxyIPTables, ProxyNFTables:
+			if !routedTopo(s.Topology) {
+				return fmt.Errorf("knob proxy: kube-proxy's rules go in node namespaces that route pod traffic (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+			}
+			s.Proxy = strings.ToLower(value)
+		case "off", "":
+			s.Proxy = ""
+		default:
+			return bad()
+		}
+	case "endpoints":
+		n, err := atoi(1, maxEndpoints)
+		if err != nil {
+			return err
+		}
+		s.Endpoints = int(n)
 	case "rmem_max", "wmem_max":
 		n, err := atoi(4096, 2147483647)
 		if err != nil {
@@ -311,6 +336,15 @@ func (s *Spec) validate() error {
 	}
 	if s.Fastpath != "" && s.Topology != TopoNative && s.Topology != TopoVXLAN {
 		return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+	}
+	if s.Proxy != "" && s.Services == 0 {
+		return fmt.Errorf("knob proxy: needs services=N (the Services kube-proxy programs)")
+	}
+	if s.Proxy != "" && !routedTopo(s.Topology) {
+		return fmt.Errorf("knob proxy: kube-proxy's rules go in node namespaces that route pod traffic (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+	}
+	if s.Endpoints > 0 && s.Proxy == "" {
+		return fmt.Errorf("knob endpoints: only with proxy=iptables or proxy=nftables")
 	}
 	if len(s.Offloads) > 0 && s.Topology == TopoHost {
 		return fmt.Errorf("knob offloads: the host topology has no veth (use veth or another preset)")
