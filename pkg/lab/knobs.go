@@ -34,6 +34,14 @@ func (b *builder) applyKnobs(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.s.Policies > 0 {
+		if err := b.applyPolicies(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 	if b.s.Proxy != "" {
 		if err := b.applyProxy(ctx); err != nil {
 			return err

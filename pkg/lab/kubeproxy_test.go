@@ -140,3 +140,32 @@ func TestProxyRuleCounts(t *testing.T) {
 		t.Errorf("iptables: %d rules written, %d counted", got, want)
 	}
 }
+
+// policies=N: the client is the last allowed peer; the knobs are refused
+// where they cannot run.
+func TestPolicyPeersAndKnobs(t *testing.T) {
+	client := net.IPv4(10, 244, 1, 10).To4()
+	p := policyPeers(10000, client)
+	if len(p) != 10000 || !p[len(p)-1].Equal(client) {
+		t.Fatalf("%d peers, last %v", len(p), p[len(p)-1])
+	}
+	for _, ip := range p[:len(p)-1] {
+		if ip.Equal(client) {
+			t.Fatal("the client appears before the last rule")
+		}
+	}
+	s, _ := Preset("veth")
+	if err := s.Set("policies", "10"); err == nil {
+		t.Error("policies on veth accepted")
+	}
+	s, _ = Preset("native")
+	if err := s.Set("policy_mode", "set"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.validate(); err == nil {
+		t.Error("policy_mode without policies accepted")
+	}
+	if err := s.Set("policies", "10001"); err == nil {
+		t.Error("policies=10001 accepted")
+	}
+}

@@ -72,8 +72,12 @@ type Spec struct {
 	// nftables DNAT list of the services knob.
 	Proxy     string `json:"proxy,omitempty"`
 	Endpoints int    `json:"endpoints,omitempty"` // endpoints per service with proxy (default 1)
-	RmemMax   int64  `json:"rmem_max,omitempty"`  // net.core.rmem_max while the lab is up
-	WmemMax   int64  `json:"wmem_max,omitempty"`  // net.core.wmem_max while the lab is up
+	// Policies is N NetworkPolicy-style allowed peers on the server pod's
+	// ingress in its node (policy.go), in PolicyMode "linear" or "set".
+	Policies   int    `json:"policies,omitempty"`
+	PolicyMode string `json:"policy_mode,omitempty"`
+	RmemMax    int64  `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
+	WmemMax    int64  `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
 	// OVSSockBuf is the buffer size of Open vSwitch's packet sockets on the
 	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
 	// sets on OVS builds that have it.
@@ -106,6 +110,8 @@ var knobHelp = map[string]string{
 	"services":      "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them)",
 	"proxy":         "iptables or nftables (kube-proxy's rules on every node; needs services, native/vxlan/geneve/ipip)",
 	"endpoints":     "an integer 1..10 (endpoints per service, with proxy)",
+	"policies":      "an integer 0..10000 (allowed peers on the server pod's ingress; native, vxlan, geneve, ipip)",
+	"policy_mode":   "linear or set (how policies are written: one rule per peer, or one set lookup)",
 	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"wmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"ovs_sock_buf":  "a byte count 212992..1073741823 (ovs-netdev only)",
@@ -236,6 +242,22 @@ func (s *Spec) Set(key, value string) error {
 		default:
 			return bad()
 		}
+	case "policies":
+		n, err := atoi(0, maxPolicies)
+		if err != nil {
+			return err
+		}
+		if n > 0 && !routedTopo(s.Topology) {
+			return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+		}
+		s.Policies = int(n)
+	case "policy_mode":
+		switch strings.ToLower(value) {
+		case PolicyLinear, PolicySet:
+			s.PolicyMode = strings.ToLower(value)
+		default:
+			return bad()
+		}
 	case "endpoints":
 		n, err := atoi(1, maxEndpoints)
 		if err != nil {
@@ -342,6 +364,12 @@ func (s *Spec) validate() error {
 	}
 	if s.Proxy != "" && !routedTopo(s.Topology) {
 		return fmt.Errorf("knob proxy: kube-proxy's rules go in node namespaces that route pod traffic (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+	}
+	if s.PolicyMode != "" && s.Policies == 0 {
+		return fmt.Errorf("knob policy_mode: needs policies=N")
+	}
+	if s.Policies > 0 && !routedTopo(s.Topology) {
+		return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
 	}
 	if s.Endpoints > 0 && s.Proxy == "" {
 		return fmt.Errorf("knob endpoints: only with proxy=iptables or proxy=nftables")
