@@ -2,7 +2,7 @@
 # Installs the Debian packages cnibench's tests, benchmarks and lab presets use.
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
-pkgs=(iproute2 nftables conntrack ethtool qperf iperf3 sockperf openvswitch-switch bpftool sqlite3 jq chromium)
+pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch bpftool sqlite3 jq chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

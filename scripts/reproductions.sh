@@ -13,7 +13,7 @@ OUT=${OUT:-docs/reproductions.md}
 [ -x "$BIN" ] || { echo "reproductions: $BIN not built: run make build" >&2; exit 1; }
 
 exps=("$@")
-[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace crosscheck default)
+[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host fastpath kube-proxy-modes network-policy-cost cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace crosscheck default)
 
 intro() {
   case "$1" in
@@ -28,9 +28,33 @@ T
 udp_bw (Mb/s), from `qperf -t 60 <server ip> -ub -oo msg_size:1 -vu tcp_lat tcp_bw udp_lat udp_bw`.
 Its shape: Default has roughly twice the host's latency; Optimized comes within a few percent
 of the host; bandwidth at 1 byte barely differs for TCP, while UDP bandwidth is several times
-lower for Default. Here the datapath optimizations are lab knobs on a VXLAN overlay
-(conntrack + 100 service DNAT rules vs notrack and no services); tcp_crr is added because
-it is the test that shows connection-tracking cost.
+lower for Default. Here: Default = VXLAN pods with a conntrack rule in the nodes and kube-proxy
+in iptables mode programming 1,000 Services; Optimized = VXLAN pods on cnibench's eBPF fast
+path (no netfilter, no conntrack on pod traffic); HOST = node to node over the same underlay
+with Default's rules on the nodes. tcp_crr is added: it is the test that pays for
+connection tracking and for kube-proxy's per-connection rule walk.
+T
+  ;;
+  fastpath) cat <<'T'
+**Source:** Cilium's eBPF host routing (seed 004) and Kube-OVN's FastPath (seed 000): the
+claim that bypassing the node's netfilter and routing brings pod traffic close to the host.
+Here: cnibench's own tc programs (`fastpath=ebpf`) against the kernel's routing on the same
+two-node lab, with and without a conntrack rule in the nodes, native and VXLAN.
+T
+  ;;
+  network-policy-cost) cat <<'T'
+No seed measures it: the cost of NetworkPolicy-style ingress filtering as the number of
+allowed peers grows, written as one rule per peer (iptables-style implementations) or as one
+hash-set lookup (ipset / nft sets). The policy sits in the server's node; the client is the
+last allowed peer.
+T
+  ;;
+  kube-proxy-modes) cat <<'T'
+**Source:** the scaling shape the Kubernetes project published for kube-proxy's nftables
+mode (KEP-3866): in iptables mode the first packet of each connection walks one rule per
+service port, so connection setup slows as Services grow; nftables mode finds the Service
+with one map lookup. Here: tcp_crr and tcp_lat to a Service VIP that sits behind N Services,
+both modes programmed on both nodes as kube-proxy writes them.
 T
   ;;
   kube-ovn-overlay-underlay-host) cat <<'T'

@@ -151,8 +151,21 @@ func labShowCmd() *cobra.Command {
 				sort.Strings(ks)
 				fmt.Fprintf(w, "knobs %s\n", strings.Join(ks, " "))
 			}
-			for _, s := range l.Sysctls {
-				fmt.Fprintf(w, "host sysctl %s = %s (was %s; restored on down)\n", strings.ReplaceAll(s.Path, "/", "."), s.New, s.Old)
+			changes, err := l.Changes()
+			if err != nil {
+				fmt.Fprintf(w, "journal %s: %v\n", l.Journal, err)
+			}
+			if len(changes) > 0 {
+				fmt.Fprintf(w, "changed (journal %s, restored on down):\n", l.Journal)
+				printChanges(w, changes, "  ")
+			}
+			if stats, ok, err := l.FastpathStats(); err != nil {
+				fmt.Fprintf(w, "fastpath: %v\n", err)
+			} else if ok {
+				for i, st := range stats {
+					fmt.Fprintf(w, "fastpath node%d: %d packets carried (into pods %d, routed out %d, next hop left to the kernel %d, tunnelled %d), %d left to the kernel\n",
+						i+1, st.Forwarded(), st.Peer, st.FIB, st.Neigh, st.Tunnel, st.Pass)
+				}
 			}
 			printEndpoints(w, l)
 			return nil

@@ -217,7 +217,7 @@ func dash(s string) string {
 }
 
 func newReportCmd() *cobra.Command {
-	var dbPath, format, outPath string
+	var dbPath, format, outPath, baseline string
 	cmd := &cobra.Command{
 		Use:   "report <run>...",
 		Short: "Render stored runs as a table, markdown, JSON, CSV or HTML",
@@ -243,6 +243,11 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 				if err != nil {
 					return err
 				}
+				if baseline != "" {
+					if err := rebase(r, baseline); err != nil {
+						return UsageError{err}
+					}
+				}
 				in = append(in, report.Input{Run: r, Samples: ss})
 			}
 			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
@@ -251,6 +256,7 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 		},
 	}
 	addDBFlag(cmd, &dbPath)
+	cmd.Flags().StringVar(&baseline, "baseline", "", "compare every arm with this one instead of the run's baseline (ratios and verdicts)")
 	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.Formats, "|"))
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	return cmd
@@ -368,4 +374,19 @@ func writeOutput(stdout io.Writer, path string, render func(io.Writer) error) er
 		return fmt.Errorf("write report %s: %w", path, err)
 	}
 	return nil
+}
+
+// rebase makes arm the run's baseline for this rendering (nothing is
+// stored), so any two arms of one interleaved run can be tested against
+// each other.
+func rebase(r *store.Run, arm string) error {
+	var names []string
+	for _, a := range r.Arms {
+		if a.Name == arm {
+			r.Baseline = arm
+			return nil
+		}
+		names = append(names, a.Name)
+	}
+	return fmt.Errorf("--baseline %q: run %s has no such arm (arms: %s)", arm, r.Name, strings.Join(names, ", "))
 }

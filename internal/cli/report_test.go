@@ -184,3 +184,23 @@ func TestRunsFromTwoDatabases(t *testing.T) {
 		t.Errorf("unknown run in a named database: %v", err)
 	}
 }
+
+// --baseline compares every arm with another one of the same run, for this
+// rendering only; an arm the run lacks is a usage error naming the arms.
+func TestReportBaselineFlag(t *testing.T) {
+	db := seedDB(t)
+	out, err := run(t, "report", "first", "--db", db, "--baseline", "vxlan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Each arm against vxlan") || !strings.Contains(out, "faster") {
+		t.Errorf("report with --baseline vxlan:\n%s", out)
+	}
+	if out2, _ := run(t, "report", "first", "--db", db); !strings.Contains(out2, "Each arm against host") {
+		t.Errorf("the stored baseline changed:\n%s", out2)
+	}
+	_, err = run(t, "report", "first", "--db", db, "--baseline", "nope")
+	if err == nil || !strings.Contains(err.Error(), `--baseline "nope": run first has no such arm (arms: host, vxlan)`) {
+		t.Errorf("--baseline nope: %v", err)
+	}
+}

@@ -27,6 +27,9 @@ type runOptions struct {
 	format   string
 	output   string
 	arms     []string
+	// precision and budget are strings so that "unset" differs from 0.
+	precision string
+	budget    string
 }
 
 func newRunCmd() *cobra.Command {
@@ -65,6 +68,8 @@ run keeps what it measured and is marked incomplete.`,
 	f.StringVar(&o.format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
 	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
 	f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
+	f.StringVar(&o.precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
+	f.StringVar(&o.budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
 	return cmd
 }
 
@@ -76,6 +81,20 @@ func (o *runOptions) override(e *experiment.Experiment) error {
 			return fmt.Errorf("--warmup %q: want a duration like 500ms or 0s", o.warmup)
 		}
 		ov.Warmup = &w
+	}
+	if o.precision != "" {
+		p, err := experiment.ParsePercent(o.precision)
+		if err != nil {
+			return fmt.Errorf("--precision: %v", err)
+		}
+		ov.Precision = &p
+	}
+	if o.budget != "" {
+		b, err := time.ParseDuration(o.budget)
+		if err != nil {
+			return fmt.Errorf("--budget %q: want a duration like 5m", o.budget)
+		}
+		ov.Budget = &b
 	}
 	switch o.format {
 	case "table", "markdown", "json", "csv", "html", "none":

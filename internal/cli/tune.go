@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/spf13/cobra"
@@ -291,17 +292,38 @@ func printApply(w io.Writer, rep *tune.ApplyReport, dry bool) {
 
 func tuneStatusCmd() *cobra.Command {
 	var dir string
-	var all bool
+	var all, asJSON bool
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "List applied journals that are not rolled back",
-		Args:  cobra.NoArgs,
+		Short: "List applied journals that are not rolled back, and what each lab holds changed",
+		Long: "status lists the journals of `tune apply` (in --journal-dir) that are not rolled back, then\n" +
+			"every lab's journal (beside the labs' state files) with the changes it holds now: which lab\n" +
+			"and run id, the setting, where (host or namespace), and its old and new values.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			js, err := tune.Journals(dir)
 			if err != nil {
 				return fmt.Errorf("read journals in %s: %w", dir, err)
 			}
+			labJs, lerr := lab.Journals()
 			w := cmd.OutOrStdout()
+			if asJSON {
+				var shown []tune.JournalInfo
+				for _, j := range js {
+					if all || !j.RolledBack {
+						shown = append(shown, j)
+					}
+				}
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(struct {
+					Journals []tune.JournalInfo  `json:"journals"`
+					Labs     []lab.JournalStatus `json:"labs"`
+				}{orEmpty(shown), orEmpty(labJs)}); err != nil {
+					return err
+				}
+				return lerr
+			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOURNAL\tSTARTED\tPROFILE\tSCOPE\tCHANGES\tFAILED\tUNFINISHED\tSTATE")
 			n := 0
@@ -310,28 +332,63 @@ func tuneStatusCmd() *cobra.Command {
 					continue
 				}
 				n++
-				state := "applied"
-				switch {
-				case j.Error != "":
-					state = "unreadable: " + j.Error
-				case j.RolledBack:
-					state = "rolled back"
-				case j.Unfinished > 0:
-					state = "interrupted (crash during apply)"
-				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.Path, j.Started.Format("2006-01-02 15:04:05Z"),
-					j.Profile, j.Scope, j.Changes, j.Failed, j.Unfinished, state)
+					j.Profile, j.Scope, j.Changes, j.Failed, j.Unfinished, journalState(j))
 			}
 			tw.Flush()
 			if n == 0 {
 				fmt.Fprintf(w, "no applied journals in %s: nothing to roll back\n", dir)
 			}
-			return nil
+			for _, lj := range labJs {
+				owner := fmt.Sprintf("lab %s (id %s, %s)", lj.Lab, lj.ID, lj.State)
+				if lj.Lab == "" {
+					owner = fmt.Sprintf("no lab (id %s; a killed `lab up`?): undo with `cnibench lab clean --id %s`", lj.ID, lj.ID)
+				}
+				fmt.Fprintf(w, "%s: journal %s, %d changes held\n", owner, lj.Path, len(lj.Held))
+				if lj.Error != "" {
+					fmt.Fprintf(w, "  unreadable: %s\n", lj.Error)
+				}
+				printChanges(w, lj.Held, "  ")
+			}
+			return lerr
 		},
 	}
 	c.Flags().StringVar(&dir, "journal-dir", tune.DefaultJournalDir, "where journals are kept")
 	c.Flags().BoolVar(&all, "all", false, "also list journals already rolled back")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the journals and the labs' held changes as JSON")
 	return c
+}
+
+func journalState(j tune.JournalInfo) string {
+	switch {
+	case j.Error != "":
+		return "unreadable: " + j.Error
+	case j.RolledBack:
+		return "rolled back"
+	case j.Unfinished > 0:
+		return "interrupted (crash during apply)"
+	}
+	return "applied"
+}
+
+// printChanges lists journal change entries: setting, where, old -> new.
+func printChanges(w io.Writer, cs []tune.Entry, indent string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range cs {
+		where := "host"
+		if c.Netns != "" {
+			where = "netns " + c.Netns
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s -> %s\n", indent, c.Knob, c.Target, where, c.ShownOld(), c.New)
+	}
+	tw.Flush()
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func tuneRollbackCmd() *cobra.Command {

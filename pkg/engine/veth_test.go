@@ -317,10 +317,14 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 			_ = srv.Process.Signal(unix.SIGCONT)
 		}
 	}()
+	devBefore := vethDrops(t, p)
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
 		"--duration", "1500ms", "--warmup", "200ms", "--json")
 	close(done)
 	<-stopped
+	// Under heavy load the receiving CPU's backlog can overflow too: veth
+	// counts those drops on its devices, not in the UDP MIB.
+	devDrops := vethDrops(t, p) - devBefore
 	if err != nil {
 		t.Fatalf("%v: %s", err, errs)
 	}
@@ -331,9 +335,41 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 	if u.Lost == 0 {
 		t.Fatal("no loss although the receiver kept being stopped")
 	}
-	if u.Lost != *u.KernelInErrors {
-		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace", u.Lost, *u.KernelInErrors)
+	// Datagrams of the warmup and of the measured window share the
+	// device counters, so device drops may only add to InErrors.
+	if u.Lost < *u.KernelInErrors || u.Lost > *u.KernelInErrors+devDrops {
+		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace and %d veth drops",
+			u.Lost, *u.KernelInErrors, devDrops)
 	}
+}
+
+// vethDrops is the pair's device-level drops: the client end's tx_dropped
+// (veth_xmit could not hand the packet to its peer) plus the server end's
+// rx_dropped (the backlog queue was full).
+func vethDrops(t *testing.T, p *testns.Pair) int64 {
+	t.Helper()
+	var n int64
+	for _, c := range []struct {
+		ns string
+		rx bool
+	}{{p.B, false}, {p.A, true}} {
+		h, err := netns.Handle(c.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := h.LinkByName("eth0")
+		h.Close()
+		if err != nil {
+			t.Fatalf("eth0 in %s: %v", c.ns, err)
+		}
+		st := l.Attrs().Statistics
+		if c.rx {
+			n += int64(st.RxDropped)
+		} else {
+			n += int64(st.TxDropped)
+		}
+	}
+	return n
 }
 
 // TestVethCRRLeavesNoClientTimeWait: the client waits for the server's FIN,

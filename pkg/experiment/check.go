@@ -3,6 +3,7 @@ package experiment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -62,7 +63,7 @@ func (e *Experiment) checkArm(a *Arm) error {
 		if err := d.Supports(t); err != nil {
 			return fmt.Errorf("engine %s: %w", a.Engine, err)
 		}
-		for _, size := range e.MsgSizes {
+		for _, size := range e.Sizes(t) {
 			spec := driver.Spec{Server: server, Test: t, MsgSize: int(size), Duration: time.Duration(e.Duration),
 				Warmup: time.Duration(e.Warmup), Parallel: max(1, e.Parallel), RateBps: e.RateBps}
 			if _, err := d.ClientCommand(spec); err != nil {
@@ -106,6 +107,10 @@ type Overrides struct {
 	Duration time.Duration // 0 keeps the file's
 	Warmup   *time.Duration
 	Arms     []string // run only these arms, in the file's order; nil keeps all
+	// Precision and Budget make the run precision-driven (see refine.go);
+	// nil keeps the file's.
+	Precision *float64
+	Budget    *time.Duration
 }
 
 // Override applies o and checks the result again; its errors wrap
@@ -132,6 +137,21 @@ func (e *Experiment) Override(o Overrides) error {
 		}
 		e.Warmup = Duration(*o.Warmup)
 	}
+	if o.Precision != nil {
+		if p := *o.Precision; p <= 0 || p > MaxPrecision || math.IsNaN(p) {
+			return bad("--precision %.4g%%: want more than 0%% and at most %.0f%%", p*100, MaxPrecision*100)
+		}
+		e.Precision = Percent(*o.Precision)
+	}
+	if o.Budget != nil {
+		if *o.Budget <= 0 {
+			return bad("--budget %v: want a positive duration, e.g. 5m", *o.Budget)
+		}
+		if e.Precision == 0 {
+			return bad("--budget needs a precision target (--precision 5%% or precision: in the file)")
+		}
+		e.Budget = Duration(*o.Budget)
+	}
 	if len(o.Arms) > 0 {
 		var keep []Arm
 		for _, name := range o.Arms {
@@ -154,6 +174,9 @@ func (e *Experiment) Override(o Overrides) error {
 		if !contains(o.Arms, e.Baseline) {
 			e.Baseline = ""
 		}
+	}
+	if err := e.checkPrecision(); err != nil {
+		return bad("%v", err)
 	}
 	return e.Check()
 }

@@ -48,9 +48,24 @@ func TestParseDefaultsAndSizes(t *testing.T) {
 	}
 }
 
+// test_sizes gives one test its own sizes; the others keep msg_sizes.
+func TestTestSizesPlan(t *testing.T) {
+	e, err := Parse([]byte("name: x\ntests: [tcp_lat, tcp_bw]\nmsg_sizes: [1, 1K]\ntest_sizes: {tcp_bw: [64K]}\nrepeats: 1\narms: [{name: a, topology: veth}]"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range e.Plan() {
+		got = append(got, fmt.Sprintf("%s/%d", s.Test, s.MsgSize))
+	}
+	if want := "tcp_lat/1 tcp_lat/1024 tcp_bw/65536"; strings.Join(got, " ") != want {
+		t.Errorf("plan %v, want %s", got, want)
+	}
+}
+
 func TestParseErrorsNameFieldAndAllowed(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
-		{"name: x\ntests: [tcp_lat]\nrepeat: 3\narms: [{name: a, topology: veth}]", `x.yaml: line 3: unknown field "repeat" (allowed: name, description, source, tests, msg_sizes, duration`},
+		{"name: x\ntests: [tcp_lat]\nrepeat: 3\narms: [{name: a, topology: veth}]", `x.yaml: line 3: unknown field "repeat" (allowed: name, description, source, tests, msg_sizes, test_sizes, duration`},
 		{"name: x\ntests: [tcp_lat]\narms: [{name: a, topolgy: veth}]", `unknown field "topolgy" (allowed: name, description, topology, knobs`},
 		{"name: x\ntests: [tcp_lag]\narms: [{name: a, topology: veth}]", `field tests: unknown test "tcp_lag" (allowed: tcp_lat, udp_lat, tcp_crr, tcp_bw, udp_bw)`},
 		{"name: x\ntests: [tcp_lat]\nmsg_sizes: [1Q]\narms: [{name: a, topology: veth}]", `bad size "1Q"`},
@@ -59,6 +74,8 @@ func TestParseErrorsNameFieldAndAllowed(t *testing.T) {
 		{"name: x\ntests: [tcp_lat]\narms: [{name: a}]", `arm "a": set exactly one of topology`},
 		{"name: x\ntests: [tcp_lat]\norder: random\narms: [{name: a, topology: veth}]", `field order: "random" (allowed: interleaved, sequential)`},
 		{"name: x\n  bad: [", "x.yaml: yaml:"},
+		{"name: x\ntests: [tcp_lat]\ntest_sizes: {tcp_bw: [64K]}\narms: [{name: a, topology: veth}]", `field test_sizes: "tcp_bw" is not one of the experiment's tests (tcp_lat)`},
+		{"name: x\ntests: [tcp_lat, udp_bw]\ntest_sizes: {udp_bw: [64K]}\narms: [{name: a, topology: veth}]", "udp_bw at 65536 bytes: builtin udp_bw: message size 65536"},
 		{"name: x\ntests: [tcp_bw, udp_bw]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]", "udp_bw at 65536 bytes: builtin udp_bw: message size 65536: a UDP datagram carries at most 65507 bytes"},
 	} {
 		_, err := Parse([]byte(tc.doc), "x.yaml")

@@ -23,7 +23,7 @@ func (e *Experiment) Plan() []Step {
 	}
 	var cells []cell
 	for _, t := range e.Tests {
-		for _, s := range e.MsgSizes {
+		for _, s := range e.Sizes(t) {
 			cells = append(cells, cell{t, int(s)})
 		}
 	}

@@ -158,39 +158,33 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 
 	steps := e.Plan()
 	prog.start(len(steps), e.stepTime())
-	failures := 0
-	done := 0
-	for _, st := range steps {
-		if ctx.Err() != nil {
-			break
-		}
-		a := &e.Arms[st.Arm]
-		s := Sample{Step: st, Arm: a}
-		res, merr := e.measure(ctx, o, a, st, labs, labErr, exclusive)
-		if merr != nil {
-			if ctx.Err() != nil {
-				break // an interrupted step is not a result
-			}
-			s.Error = merr.Error()
-			failures++
-		} else {
-			s.Result = res
-		}
-		if serr := o.Sink.Sample(runID, s); serr != nil {
-			return runID, fmt.Errorf("store sample: %w", serr)
-		}
-		done++
-		prog.step(done, a.Name, st, res, merr)
+	x := &executor{e: e, o: o, ctx: ctx, runID: runID, prog: prog, labs: labs, labErr: labErr, exclusive: exclusive,
+		values: map[cellKey][]float64{}}
+	start := time.Now()
+	if err := x.run(steps); err != nil {
+		return runID, err
 	}
-	prog.finish(done)
+	planned := len(steps)
+	var prec *precisionOutcome
+	if e.Precision > 0 && x.done == planned && ctx.Err() == nil {
+		var err error
+		if prec, err = x.refine(start); err != nil {
+			return runID, err
+		}
+		planned = x.done + prec.interrupted
+	}
+	prog.finish(x.done)
 
-	complete := done == len(steps)
+	complete := x.done == planned && ctx.Err() == nil
 	status := "complete"
 	switch {
 	case !complete:
-		status = fmt.Sprintf("interrupted after %d of %d steps", done, len(steps))
-	case failures > 0:
-		status = fmt.Sprintf("complete; %d of %d steps failed", failures, len(steps))
+		status = fmt.Sprintf("interrupted after %d of %d steps", x.done, planned)
+	case x.failures > 0:
+		status = fmt.Sprintf("complete; %d of %d steps failed", x.failures, x.done)
+	}
+	if prec != nil {
+		status += "; " + prec.String()
 	}
 	if eerr := o.Sink.End(runID, complete, status); eerr != nil && err == nil {
 		err = fmt.Errorf("store run end: %w", eerr)
@@ -198,10 +192,64 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	if !complete {
 		return runID, ErrInterrupted
 	}
-	if err == nil && failures > 0 {
-		err = &StepsFailedError{Failed: failures, Total: len(steps)}
+	if err == nil && x.failures > 0 {
+		err = &StepsFailedError{Failed: x.failures, Total: x.done}
 	}
 	return runID, err
+}
+
+// executor runs steps against the labs Execute built and keeps what the
+// precision rule needs: every finished cell's primary values.
+type executor struct {
+	e              *Experiment
+	o              Options
+	ctx            context.Context
+	runID          int64
+	prog           *progress
+	labs           map[string]LabInstance
+	labErr         map[string]error
+	exclusive      map[string]bool
+	done, failures int
+	values         map[cellKey][]float64
+}
+
+// cellKey is one table cell: an arm, a test, a message size.
+type cellKey struct {
+	arm  int
+	test string
+	size int
+}
+
+// run measures steps in order, storing each; it stops early (without an
+// error) when the context is cancelled.
+func (x *executor) run(steps []Step) error {
+	for _, st := range steps {
+		if x.ctx.Err() != nil {
+			return nil
+		}
+		a := &x.e.Arms[st.Arm]
+		s := Sample{Step: st, Arm: a}
+		res, merr := x.e.measure(x.ctx, x.o, a, st, x.labs, x.labErr, x.exclusive)
+		if merr != nil {
+			if x.ctx.Err() != nil {
+				return nil // an interrupted step is not a result
+			}
+			s.Error = merr.Error()
+			x.failures++
+		} else {
+			s.Result = res
+			if v, ok := result.PrimaryMetric(st.Test).Get(res); ok {
+				k := cellKey{st.Arm, st.Test, st.MsgSize}
+				x.values[k] = append(x.values[k], v)
+			}
+		}
+		if serr := x.o.Sink.Sample(x.runID, s); serr != nil {
+			return fmt.Errorf("store sample: %w", serr)
+		}
+		x.done++
+		x.prog.step(x.done, a.Name, st, res, merr)
+	}
+	return nil
 }
 
 // stepTime estimates one step's wall time for the ETA before any step ran.

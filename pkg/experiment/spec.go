@@ -8,11 +8,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,9 +32,18 @@ type Experiment struct {
 	Source   string   `yaml:"source"`
 	Tests    []string `yaml:"tests"`
 	MsgSizes []Size   `yaml:"msg_sizes"`
-	Duration Duration `yaml:"duration"`
-	Warmup   Duration `yaml:"warmup"`
-	Repeats  int      `yaml:"repeats"`
+	// TestSizes gives a test its own sizes instead of msg_sizes, e.g.
+	// {tcp_bw: [64K]} beside msg_sizes [1] for the latency tests.
+	TestSizes map[string][]Size `yaml:"test_sizes"`
+	Duration  Duration          `yaml:"duration"`
+	Warmup    Duration          `yaml:"warmup"`
+	Repeats   int               `yaml:"repeats"`
+	// Precision, when set, makes the run precision-driven: after Repeats
+	// interleaved rounds, more rounds run for the cells whose median's 95%
+	// confidence interval is still wider than ±Precision of the median,
+	// until every cell meets it or Budget is spent (see refine.go).
+	Precision Percent  `yaml:"precision"`
+	Budget    Duration `yaml:"budget"`
 	// Order is "interleaved" (default: A B C A B C …, so drift spreads over
 	// all arms) or "sequential" (A A A B B B …, for comparison only).
 	Order    string `yaml:"order"`
@@ -88,6 +99,33 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 
 // Duration is a time.Duration written as "3s" or "500ms" in YAML.
 type Duration time.Duration
+
+// Percent is a fraction written as "5%" (or 0.05).
+type Percent float64
+
+// UnmarshalYAML accepts "5%", "5 %" or a fraction such as 0.05.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParsePercent(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*p = Percent(v)
+	return nil
+}
+
+// ParsePercent parses "5%" or "0.05" into 0.05.
+func ParsePercent(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	div := 1.0
+	if strings.HasSuffix(t, "%") {
+		t, div = strings.TrimSpace(strings.TrimSuffix(t, "%")), 100
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("bad percentage %q: want e.g. 5%%", s)
+	}
+	return v / div, nil
+}
 
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
@@ -219,6 +257,14 @@ func (e *Experiment) normalize() error {
 	if len(e.MsgSizes) == 0 {
 		e.MsgSizes = []Size{1}
 	}
+	for t, sizes := range e.TestSizes {
+		if !contains(e.Tests, t) {
+			return fmt.Errorf("field test_sizes: %q is not one of the experiment's tests (%s)", t, strings.Join(e.Tests, ", "))
+		}
+		if len(sizes) == 0 {
+			return fmt.Errorf("field test_sizes: %s has no sizes", t)
+		}
+	}
 	// Each (test, size) is checked once, by Check, against the limits of
 	// the engine that will run it (pkg/limits and the tools' own).
 	if e.Duration == 0 {
@@ -235,6 +281,9 @@ func (e *Experiment) normalize() error {
 	}
 	if e.Repeats < 1 || e.Repeats > MaxRepeats {
 		return fmt.Errorf("field repeats: %d (want 1-%d)", e.Repeats, MaxRepeats)
+	}
+	if err := e.checkPrecision(); err != nil {
+		return err
 	}
 	switch e.Order {
 	case "":
@@ -335,4 +384,55 @@ func (a *Arm) LabKey() string {
 		fmt.Fprintf(&b, " %s=%s", k, a.Knobs[k])
 	}
 	return b.String()
+}
+
+// Sizes returns the message sizes test runs at: its test_sizes entry if it
+// has one, msg_sizes otherwise.
+func (e *Experiment) Sizes(test string) []Size {
+	if s, ok := e.TestSizes[test]; ok {
+		return s
+	}
+	return e.MsgSizes
+}
+
+// MaxPrecision is the widest precision target accepted: beyond ±50% of the
+// median an interval says little.
+const MaxPrecision = 0.5
+
+// DefaultBudget bounds a precision-driven run's extra rounds when the file
+// gives no budget.
+const DefaultBudget = 10 * time.Minute
+
+// checkPrecision validates precision and budget: a precision in (0, 50%],
+// a budget only with a precision, and a budget that fits one round.
+func (e *Experiment) checkPrecision() error {
+	p := float64(e.Precision)
+	if p == 0 {
+		if e.Budget != 0 {
+			return fmt.Errorf("field budget: only meaningful with precision (e.g. precision: 5%%)")
+		}
+		return nil
+	}
+	if p < 0 || p > MaxPrecision || math.IsNaN(p) {
+		return fmt.Errorf("field precision: %.4g%% (want more than 0%% and at most %.0f%%)", p*100, MaxPrecision*100)
+	}
+	if e.Budget < 0 {
+		return fmt.Errorf("field budget: must not be negative")
+	}
+	if e.Budget == 0 {
+		e.Budget = Duration(DefaultBudget)
+	}
+	if round := e.roundTime(); time.Duration(e.Budget) < round {
+		return fmt.Errorf("field budget: %v is shorter than one round of the experiment (%v: %d steps of about %v); give more budget or fewer arms and tests",
+			time.Duration(e.Budget), round, e.roundSteps(), e.stepTime())
+	}
+	return nil
+}
+
+// roundSteps counts the steps of one interleaved round (every cell once).
+func (e *Experiment) roundSteps() int { return len(e.Plan()) / max(1, e.Repeats) }
+
+// roundTime estimates one round's wall time.
+func (e *Experiment) roundTime() time.Duration {
+	return time.Duration(e.roundSteps()) * e.stepTime()
 }

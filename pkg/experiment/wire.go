@@ -55,7 +55,7 @@ func (i labInstance) Endpoint(name string) (string, string, error) {
 
 func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
 
-func (i labInstance) ChangesHost() bool { return len(i.l.Sysctls) > 0 }
+func (i labInstance) ChangesHost() bool { return i.l.ChangesHost() }
 
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}
@@ -96,6 +96,10 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 		Started:    started,
 		Host:       s.Host,
 		Labels:     map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
+	}
+	if e.Precision > 0 {
+		run.Labels["precision"] = fmt.Sprintf("%g%%", float64(e.Precision)*100)
+		run.Labels["budget"] = time.Duration(e.Budget).String()
 	}
 	for _, a := range e.Arms {
 		topo := a.Topology

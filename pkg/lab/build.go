@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -27,6 +28,9 @@ type builder struct {
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle
 	fds     map[string]*os.File
+
+	jmu sync.Mutex
+	jr  *tune.Journal // the lab's journal, from its first change on
 }
 
 func (b *builder) logf(format string, a ...any) {
@@ -36,6 +40,9 @@ func (b *builder) logf(format string, a ...any) {
 }
 
 func (b *builder) close() {
+	if b.jr != nil {
+		b.jr.Close() // the file stays: Down and Clean roll it back
+	}
 	for _, h := range b.handles {
 		h.Close()
 	}
@@ -183,22 +190,20 @@ func (b *builder) vethToPod(hostNS string, p pod, master int, mac net.HardwareAd
 	la := netlink.NewLinkAttrs()
 	la.Name, la.MTU, la.TxQLen, la.Flags, la.MasterIndex = p.hostIf, b.lo.podMTU, 1000, net.FlagUp, master
 	la.HardwareAddr = mac
-	if hostNS == "" {
-		la.Flags = 0 // up only after IPv6 autoconfiguration is off (below)
-	}
+	la.Flags = 0 // up only after IPv6 autoconfiguration is off (below)
 	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}
 	if err := h.LinkAdd(v); err != nil {
 		return fmt.Errorf("create veth %s (%s) to pod %s: %w", p.hostIf, nsLabel(hostNS), p.endpoint, err)
 	}
-	if hostNS == "" {
-		// In the host namespace the port must not get an IPv6 link-local
-		// address or route: the host's routing stays as it was.
-		if err := h.LinkSetIP6AddrGenMode(v, addrGenModeNone); err != nil {
-			return fmt.Errorf("%s: ipv6 addrgenmode none: %w", p.hostIf, err)
-		}
-		if err := h.LinkSetUp(v); err != nil {
-			return fmt.Errorf("set %s up: %w", p.hostIf, err)
-		}
+	// The node side of a pod veth gets no IPv6 link-local address: in the
+	// host namespace the host's routing stays as it was, and in a node no
+	// duplicate-address or multicast-listener packets cross the pod's link
+	// while it is measured (the IPv4 datapath is what the lab is for).
+	if err := h.LinkSetIP6AddrGenMode(v, addrGenModeNone); err != nil {
+		return fmt.Errorf("%s: ipv6 addrgenmode none: %w", p.hostIf, err)
+	}
+	if err := h.LinkSetUp(v); err != nil {
+		return fmt.Errorf("set %s up: %w", p.hostIf, err)
 	}
 	return nil
 }
@@ -444,11 +449,19 @@ func (b *builder) routedNode(n int, u string) error {
 	if err := h.AddrAdd(ul, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
 		return fmt.Errorf("node%d: underlay address: %w", n, err)
 	}
-	if err := nsSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
+	if err := b.sysctl(ns, "net.ipv4.ip_forward", "1"); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
 	}
 	if err := b.nodeRoutes(h, n, ul); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
+	}
+	if b.s.Services > 0 {
+		// A node's own connections to a Service VIP need a route before
+		// the output hook DNATs them (a real node has its default route):
+		// ip route add 10.96.0.0/16 dev u
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: ul.Attrs().Index, Dst: serviceCIDR, Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("node%d: route to the service CIDR: %w", n, err)
+		}
 	}
 	return nil
 }

@@ -5,53 +5,86 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/cnibench/cnibench/pkg/tune"
 )
 
-// applyKnobs applies the spec's knobs once the topology exists.
+// applyKnobs applies the spec's knobs once the topology exists, each
+// change through the lab's journal. Socket buffer limits come first: on
+// this kernel they are host-wide, and a host setting another lab holds is
+// refused (tune.ErrHeld) before the slower offloads and rules are made.
 func (b *builder) applyKnobs(ctx context.Context) error {
+	for _, kv := range []struct {
+		name string
+		v    int64
+	}{{"net.core.rmem_max", b.s.RmemMax}, {"net.core.wmem_max", b.s.WmemMax}} {
+		if kv.v == 0 {
+			continue
+		}
+		if err := b.socketBufMax(kv.name, strconv.FormatInt(kv.v, 10)); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 	if len(b.s.Offloads) > 0 {
 		if err := b.applyOffloads(ctx, b.s.Offloads); err != nil {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
-	if b.s.Conntrack || len(b.s.Notrack) > 0 || b.s.Services > 0 {
+	if b.s.Policies > 0 {
+		if err := b.applyPolicies(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if b.s.Proxy != "" {
+		if err := b.applyProxy(ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if b.s.Conntrack || len(b.s.Notrack) > 0 || (b.s.Services > 0 && b.s.Proxy == "") {
 		if err := b.applyNft(); err != nil {
 			return err
 		}
 	}
-	for key, v := range map[string]int64{"net/core/rmem_max": b.s.RmemMax, "net/core/wmem_max": b.s.WmemMax} {
-		if v == 0 {
-			continue
+	if b.s.Fastpath != "" {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if err := b.socketBufMax(key, strconv.FormatInt(v, 10)); err != nil {
+		if err := b.applyFastpath(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
 // socketBufMax sets net.core.[rw]mem_max in every lab namespace where the
-// kernel makes it per-namespace; otherwise (as on most kernels before 6.x
-// namespaced it) it is host-wide, and the lab changes it on the host with a
-// journal so Down restores the old value.
-func (b *builder) socketBufMax(key, value string) error {
-	probeNS := b.l.Namespaces[0]
-	per, err := nsSysctlWritable(probeNS, key)
+// kernel makes it per-namespace; otherwise (as on most kernels, 6.18
+// included) it is host-wide, and the lab changes it on the host, journaled,
+// until Down.
+func (b *builder) socketBufMax(name, value string) error {
+	per, err := nsSysctlWritable(b.l.Namespaces[0], name)
 	if err != nil {
 		return err
 	}
 	if per {
 		for _, ns := range b.l.Namespaces {
-			if err := nsSysctl(ns, key, value); err != nil {
+			if err := b.sysctl(ns, name, value); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	b.logf("%s is host-wide on this kernel: setting it on the host until `lab down`", strings.ReplaceAll(key, "/", "."))
-	return b.hostSysctl(key, value)
+	b.logf("%s is host-wide on this kernel: setting it on the host until `lab down` (journal %s)", name, journalDir())
+	return b.sysctl("", name, value)
 }
 
 // offloadTargets lists (namespace, interface) pairs the offloads knob
@@ -85,8 +118,8 @@ func (b *builder) applyOffloads(_ context.Context, offs []Offload) error {
 	}
 	for _, t := range b.offloadTargets() {
 		// One ethtool path for cnibench: tune's SIOCETHTOOL ioctl, run
-		// inside the interface's namespace.
-		fixed, err := tune.SetOffloads(t[0], t[1], set)
+		// inside the interface's namespace, journaled.
+		fixed, err := b.offloads(t[0], t[1], set)
 		if err != nil {
 			return fmt.Errorf("offloads in %s: %w", nsLabel(t[0]), err)
 		}

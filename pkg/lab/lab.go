@@ -9,6 +9,12 @@
 // named cnb-<id>-<suffix> (package runid) and live inside the lab's own
 // namespaces, except what Open vSwitch's userspace datapath needs in the root
 // namespace (veth host ends and bridges, also named cnb-<id>-…).
+//
+// Settings are not objects: every value a lab changes (forwarding in its
+// nodes, socket buffer limits — host-wide on most kernels —, OVS's socket
+// defaults while it builds, offloads) goes through the lab's pkg/tune
+// Journal, whose path the state file records before the first change, and
+// Down, Clean and every failed Up roll it back exactly (sysctl.go).
 package lab
 
 import (
@@ -80,24 +86,21 @@ type Lab struct {
 	Pods int `json:"pods"`
 
 	// What exists or may exist on the host; teardown removes exactly this.
-	Namespaces []string        `json:"namespaces"`
-	HostLinks  []string        `json:"host_links,omitempty"`  // links in the root namespace
-	OVSBridges []string        `json:"ovs_bridges,omitempty"` // OVS bridges
-	StartedOVS bool            `json:"started_ovs,omitempty"` // we started the host's ovsdb-server/ovs-vswitchd
-	PrivateOVS []string        `json:"private_ovs,omitempty"` // run dirs of per-node OVS instances
-	Sysctls    []SysctlJournal `json:"sysctls,omitempty"`     // host sysctls changed, with old values
+	Namespaces []string `json:"namespaces"`
+	HostLinks  []string `json:"host_links,omitempty"`  // links in the root namespace
+	OVSBridges []string `json:"ovs_bridges,omitempty"` // OVS bridges
+	StartedOVS bool     `json:"started_ovs,omitempty"` // we started the host's ovsdb-server/ovs-vswitchd
+	PrivateOVS []string `json:"private_ovs,omitempty"` // run dirs of per-node OVS instances
+	// Journal is the pkg/tune journal of every setting the lab changed
+	// (sysctls on the host and in its namespaces, offloads), each written
+	// there with its old value before the change; Down rolls it back.
+	// Empty until the lab's first change.
+	Journal string `json:"journal,omitempty"`
 
 	Created  time.Time `json:"created"`
 	PID      int       `json:"pid"`      // the process that ran Up
 	Complete bool      `json:"complete"` // Up finished
 	UpTime   string    `json:"up_time,omitempty"`
-}
-
-// SysctlJournal records a host sysctl the lab changed, so Down restores it.
-type SysctlJournal struct {
-	Path string `json:"path"`
-	Old  string `json:"old"`
-	New  string `json:"new"`
 }
 
 // Endpoint returns a named endpoint or an error listing the endpoints.
@@ -236,6 +239,10 @@ func (l *Lab) Down(ctx context.Context) error {
 		return rerr
 	}
 	_ = os.Remove(statePath(l.Name) + ".tmp")
+	if l.Journal != "" {
+		// Rolled back: the lab and its record go together.
+		_ = os.Remove(l.Journal)
+	}
 	return nil
 }
 

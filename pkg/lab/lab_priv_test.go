@@ -302,38 +302,6 @@ func TestPrivKnobs(t *testing.T) {
 	}
 }
 
-// TestSocketBufferKnob checks rmem_max reaches the kernel (per-namespace
-// or journaled on the host) and is restored by Down.
-func TestPrivSocketBufferKnob(t *testing.T) {
-	testns.NeedRoot(t)
-	before, err := readSysctl("net/core/rmem_max")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := Preset("veth")
-	if err := s.Set("rmem_max", "8388608"); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, _ := l.Endpoint("server")
-	var got string
-	_ = netns.Do(srv.Netns, func() (err error) { got, err = readSysctl("net/core/rmem_max"); return })
-	if got != "8388608" {
-		t.Errorf("rmem_max seen in the server pod: %s, want 8388608", got)
-	}
-	if err := l.Down(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if after, _ := readSysctl("net/core/rmem_max"); after != before && len(l.Sysctls) > 0 {
-		t.Errorf("host rmem_max %s after down, want %s restored", after, before)
-	}
-	assertClean(t, l.ID)
-}
-
 // TestMissingKernelFeature: a tunnel the kernel lacks gives ErrNotSupported,
 // names the kernel option, and leaves nothing (not even a state file).
 func TestPrivMissingKernelFeature(t *testing.T) {
@@ -602,7 +570,8 @@ func TestPrivOVSSockBuf(t *testing.T) {
 	if _, err := exec.LookPath("ss"); err != nil {
 		t.Skip("needs ss (iproute2) to read socket buffers")
 	}
-	before, _ := readSysctl("net/core/rmem_default")
+	privateState(t)
+	before := rawSysctl(t, "net/core/rmem_default")
 	s, _ := Preset("ovs-netdev")
 	if err := s.Set("ovs_sock_buf", "33554432"); err != nil {
 		t.Fatal(err)
@@ -618,11 +587,11 @@ func TestPrivOVSSockBuf(t *testing.T) {
 		}
 		assertClean(t, l.ID)
 	}()
-	if now, _ := readSysctl("net/core/rmem_default"); now != before {
-		t.Errorf("host rmem_default %s while the lab is up, want %s back", now, before)
+	if now := rawSysctl(t, "net/core/rmem_default"); now != before {
+		t.Errorf("host rmem_default %q while the lab is up, want %q back", now, before)
 	}
-	if len(l.Sysctls) != 0 {
-		t.Errorf("journal still holds %v", l.Sysctls)
+	if held, err := l.Changes(); err != nil || l.ChangesHost() {
+		t.Errorf("journal still holds a host change: %+v %v", held, err)
 	}
 	out, err := exec.Command("ss", "-0", "-m", "-n").Output()
 	if err != nil {

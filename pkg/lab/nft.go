@@ -12,16 +12,16 @@ import (
 )
 
 // nftConn opens an nftables netlink connection inside a namespace.
-func nftConn(ns string) (*nftables.Conn, func(), error) {
+func nftConn(ns string, opts ...nftables.ConnOption) (*nftables.Conn, func(), error) {
 	if ns == "" {
-		c, err := nftables.New()
+		c, err := nftables.New(opts...)
 		return c, func() {}, err
 	}
 	f, err := os.Open(netns.Path(ns))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open netns %q: %w", ns, err)
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	c, err := nftables.New(append(opts, nftables.WithNetNSFd(int(f.Fd())))...)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -85,7 +85,7 @@ func (b *builder) applyNft() error {
 	if routedTopo(b.s.Topology) {
 		svcNS, svcHook = b.lo.nodeNS[0], nftables.ChainHookPrerouting
 	}
-	if b.s.Services > 0 {
+	if b.s.Services > 0 && b.s.Proxy == "" {
 		get(svcNS).svc = true
 	}
 	for ns, r := range want {

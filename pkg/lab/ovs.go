@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
-	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -173,20 +172,23 @@ func (b *builder) buildOVSNetdev(ctx context.Context) error {
 		// OVS 3.1 has no userspace-sock-buf-size: its packet sockets take
 		// the host's rmem_default/wmem_default when a port is added (and
 		// the shared send socket when ovs-vswitchd starts). Raise the
-		// defaults only for that window, journaled, then put them back.
-		n := len(b.l.Sysctls)
+		// defaults only for that window, journaled, then undo them.
+		j, err := b.journal()
+		if err != nil {
+			return err
+		}
+		mark := j.Seq()
 		v := strconv.FormatInt(b.s.OVSSockBuf, 10)
-		for _, k := range []string{"net/core/rmem_default", "net/core/wmem_default"} {
-			if err := b.hostSysctl(k, v); err != nil {
+		defer func() {
+			if err := j.Undo(mark); err != nil {
+				b.logf("ovs_sock_buf: %v (left in the journal: lab down restores it)", err)
+			}
+		}()
+		for _, k := range []string{"net.core.rmem_default", "net.core.wmem_default"} {
+			if err := j.SetSysctl("", k, v); err != nil {
 				return err
 			}
 		}
-		defer func() {
-			if err := restoreSysctls(b.l.Sysctls[n:]); err == nil {
-				b.l.Sysctls = b.l.Sysctls[:n]
-				_ = b.l.save()
-			}
-		}()
 	}
 	if err := b.ensureHostOVS(ctx); err != nil {
 		return err
@@ -215,7 +217,7 @@ func (b *builder) ovsPods(_ context.Context) error {
 		if err := b.podUp(p, false, b.serviceRoutes(p)...); err != nil {
 			return err
 		}
-		if _, err := tune.SetOffloads(p.netns, "eth0", map[string]bool{"tx": false}); err != nil {
+		if _, err := b.offloads(p.netns, "eth0", map[string]bool{"tx": false}); err != nil {
 			return fmt.Errorf("tx checksum offload off in %s: %w", p.netns, err)
 		}
 	}

@@ -193,6 +193,10 @@ func plan(s *Spec, id, name string) *Lab {
 	}
 	if s.Services > 0 {
 		l.ServiceIP = serviceVIP(s.Services - 1).String()
+		// "service" is the server reached through its Service VIP: the
+		// server listens in its own namespace, the client dials the VIP.
+		srv := l.Endpoints["server"]
+		l.Endpoints["service"] = Endpoint{Name: "service", Kind: "service", Netns: srv.Netns, IP: l.ServiceIP}
 	}
 	return l
 }
@@ -201,6 +205,9 @@ func plan(s *Spec, id, name string) *Lab {
 func bridgeNodeIP(node int) net.IP { return net.IPv4(10, 244, byte(node), 1).To4() }
 
 // serviceVIP is the i-th service VIP (10.96.0.10, 10.96.0.11, ...).
+// serviceCIDR holds every service VIP (Kubernetes' default service CIDR size).
+var serviceCIDR = &net.IPNet{IP: net.IPv4(10, 96, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}
+
 func serviceVIP(i int) net.IP {
 	v := 10 + i
 	return net.IPv4(10, 96, byte(v/256), byte(v%256)).To4()

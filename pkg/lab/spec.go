@@ -57,15 +57,27 @@ type Spec struct {
 	// PodsPerNode counts every pod on a node, client and server included.
 	PodsPerNode int `json:"pods_per_node"`
 
-	MTU         int          `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
-	UnderlayMTU int          `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
-	Offloads    []Offload    `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
-	Conntrack   bool         `json:"conntrack,omitempty"`    // stateful nftables rule on the path
-	Notrack     []*net.IPNet `json:"-"`                      // nftables notrack for these destinations
+	MTU         int       `json:"mtu,omitempty"`          // pod interface MTU; 0 = topology default
+	UnderlayMTU int       `json:"underlay_mtu,omitempty"` // underlay link MTU; 0 = 1500
+	Offloads    []Offload `json:"offloads,omitempty"`     // ethtool features on pod and host-side veths
+	Conntrack   bool      `json:"conntrack,omitempty"`    // stateful nftables rule on the path
+	// Fastpath is "ebpf" for cnibench's eBPF host routing on the nodes
+	// (pkg/fastpath), "" for the kernel's own routing.
+	Fastpath    string       `json:"fastpath,omitempty"`
+	Notrack     []*net.IPNet `json:"-"` // nftables notrack for these destinations
 	NotrackText string       `json:"notrack,omitempty"`
 	Services    int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
-	RmemMax     int64        `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
-	WmemMax     int64        `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
+	// Proxy programs the services as kube-proxy does on every node:
+	// "iptables" or "nftables" (kubeproxy.go); "" keeps the plain linear
+	// nftables DNAT list of the services knob.
+	Proxy     string `json:"proxy,omitempty"`
+	Endpoints int    `json:"endpoints,omitempty"` // endpoints per service with proxy (default 1)
+	// Policies is N NetworkPolicy-style allowed peers on the server pod's
+	// ingress in its node (policy.go), in PolicyMode "linear" or "set".
+	Policies   int    `json:"policies,omitempty"`
+	PolicyMode string `json:"policy_mode,omitempty"`
+	RmemMax    int64  `json:"rmem_max,omitempty"` // net.core.rmem_max while the lab is up
+	WmemMax    int64  `json:"wmem_max,omitempty"` // net.core.wmem_max while the lab is up
 	// OVSSockBuf is the buffer size of Open vSwitch's packet sockets on the
 	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
 	// sets on OVS builds that have it.
@@ -93,8 +105,13 @@ var knobHelp = map[string]string{
 	"underlay_mtu":  "an integer 576..65535 (node-to-node link MTU)",
 	"offloads":      "on, off, or a list like gro=off,tso=off (features: gro gso tso tx rx sg lro)",
 	"conntrack":     "on or off",
+	"fastpath":      "ebpf or off (eBPF host routing on the nodes; native and vxlan)",
 	"notrack":       "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
-	"services":      "an integer 0..10000 (service VIPs as nftables DNAT rules)",
+	"services":      "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them)",
+	"proxy":         "iptables or nftables (kube-proxy's rules on every node; needs services, native/vxlan/geneve/ipip)",
+	"endpoints":     "an integer 1..10 (endpoints per service, with proxy)",
+	"policies":      "an integer 0..10000 (allowed peers on the server pod's ingress; native, vxlan, geneve, ipip)",
+	"policy_mode":   "linear or set (how policies are written: one rule per peer, or one set lookup)",
 	"rmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"wmem_max":      "a byte count 4096..2147483647, e.g. 1073741824",
 	"ovs_sock_buf":  "a byte count 212992..1073741823 (ovs-netdev only)",
@@ -178,6 +195,18 @@ func (s *Spec) Set(key, value string) error {
 		default:
 			return bad()
 		}
+	case "fastpath":
+		switch strings.ToLower(value) {
+		case "ebpf":
+			if s.Topology != TopoNative && s.Topology != TopoVXLAN {
+				return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+			}
+			s.Fastpath = FastpathEBPF
+		case "off", "none", "":
+			s.Fastpath = ""
+		default:
+			return bad()
+		}
 	case "notrack":
 		var nets []*net.IPNet
 		for _, f := range strings.Split(value, ",") {
@@ -196,11 +225,45 @@ func (s *Spec) Set(key, value string) error {
 		}
 		s.Notrack, s.NotrackText = nets, value
 	case "services":
-		n, err := atoi(0, 10000)
+		n, err := atoi(0, maxServices)
 		if err != nil {
 			return err
 		}
 		s.Services = int(n)
+	case "proxy":
+		switch strings.ToLower(value) {
+		case ProxyIPTables, ProxyNFTables:
+			if !routedTopo(s.Topology) {
+				return fmt.Errorf("knob proxy: kube-proxy's rules go in node namespaces that route pod traffic (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+			}
+			s.Proxy = strings.ToLower(value)
+		case "off", "":
+			s.Proxy = ""
+		default:
+			return bad()
+		}
+	case "policies":
+		n, err := atoi(0, maxPolicies)
+		if err != nil {
+			return err
+		}
+		if n > 0 && !routedTopo(s.Topology) {
+			return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+		}
+		s.Policies = int(n)
+	case "policy_mode":
+		switch strings.ToLower(value) {
+		case PolicyLinear, PolicySet:
+			s.PolicyMode = strings.ToLower(value)
+		default:
+			return bad()
+		}
+	case "endpoints":
+		n, err := atoi(1, maxEndpoints)
+		if err != nil {
+			return err
+		}
+		s.Endpoints = int(n)
 	case "rmem_max", "wmem_max":
 		n, err := atoi(4096, 2147483647)
 		if err != nil {
@@ -292,6 +355,24 @@ func (s *Spec) validate() error {
 	}
 	if s.Services > 0 && s.Topology == TopoOVSNetdevGeneve {
 		return fmt.Errorf("knob services: not supported on %s", s.Topology)
+	}
+	if s.Fastpath != "" && s.Topology != TopoNative && s.Topology != TopoVXLAN {
+		return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+	}
+	if s.Proxy != "" && s.Services == 0 {
+		return fmt.Errorf("knob proxy: needs services=N (the Services kube-proxy programs)")
+	}
+	if s.Proxy != "" && !routedTopo(s.Topology) {
+		return fmt.Errorf("knob proxy: kube-proxy's rules go in node namespaces that route pod traffic (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+	}
+	if s.PolicyMode != "" && s.Policies == 0 {
+		return fmt.Errorf("knob policy_mode: needs policies=N")
+	}
+	if s.Policies > 0 && !routedTopo(s.Topology) {
+		return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+	}
+	if s.Endpoints > 0 && s.Proxy == "" {
+		return fmt.Errorf("knob endpoints: only with proxy=iptables or proxy=nftables")
 	}
 	if len(s.Offloads) > 0 && s.Topology == TopoHost {
 		return fmt.Errorf("knob offloads: the host topology has no veth (use veth or another preset)")

@@ -44,7 +44,7 @@ func TestSetKnobs(t *testing.T) {
 		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
 		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
 		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
-		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..10000"},
+		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..30000"},
 		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
 		{"veth", "pods_per_node", "3", "not for topology veth"},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,9 @@ func (l *Lab) teardown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := restoreSysctls(l.Sysctls); err != nil {
+	// Settings last: by now most of them went with their namespaces and
+	// links, and rollback counts those as restored without touching them.
+	if err := l.rollbackJournal(); err != nil {
 		errs = append(errs, err)
 	}
 	if l.StartedOVS {
@@ -52,6 +55,36 @@ func (l *Lab) teardown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cleanJournals rolls back and removes the lab journals (named
+// <time>-<id>.jsonl) of the ids match accepts. A journal whose rollback
+// fails stays, for the next clean.
+func cleanJournals(match func(id string) bool) (removed []string, errs []error) {
+	ents, err := os.ReadDir(journalDir())
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok || e.IsDir() {
+			continue
+		}
+		id := base[strings.LastIndex(base, "-")+1:]
+		if !runid.Valid(id) || !match(id) {
+			continue
+		}
+		p := filepath.Join(journalDir(), e.Name())
+		n, err := tune.Rollback(tune.DefaultEnv(), p)
+		if err != nil && !errors.Is(err, tune.ErrRolledBack) {
+			errs = append(errs, fmt.Errorf("lab journal %s: %w", p, err))
+			continue
+		}
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, fmt.Sprintf("journal %s (%d settings restored)", e.Name(), n))
+		}
+	}
+	return removed, errs
 }
 
 func delHostLink(name string) error {
@@ -76,10 +109,11 @@ func delHostLink(name string) error {
 }
 
 // Clean removes every lab and everything named cnb-* that a killed run may
-// have left: labs with state files (through Down, which also restores host
-// sysctls and stops daemons it started), then any cnb-* namespace, link in
-// the host namespace, nftables table, OVS bridge, private OVS instance and
-// stray state file. It returns what it removed.
+// have left: labs with state files (through Down, which also rolls back the
+// settings its journal holds and stops daemons it started), then any lab
+// journal still holding a change, cnb-* namespace, link in the host
+// namespace, nftables table, OVS bridge, private OVS instance and stray
+// state file. It returns what it removed.
 func Clean(ctx context.Context) ([]string, error) {
 	return clean(ctx, func(string) bool { return true }, true)
 }
@@ -124,16 +158,26 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		if !match(l.ID) {
 			continue
 		}
+		held, _ := l.Changes()
 		if err := l.Down(ctx); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, "lab "+l.Name)
+		what := "lab " + l.Name
+		if len(held) > 0 {
+			what += fmt.Sprintf(" (%d settings its journal held restored)", len(held))
+		}
+		removed = append(removed, what)
 	}
 	ours := func(name string) bool {
 		id, _, ok := runid.Parse(name)
 		return ok && match(id)
 	}
+	// Journals no readable state file points to (a kill between a journal's
+	// creation and the state write that records it, a corrupt state file,
+	// a Down that failed): roll back what they still hold, by their id.
+	r, jerrs := cleanJournals(match)
+	removed, errs = append(removed, r...), append(errs, jerrs...)
 	// Private OVS instances before namespaces (their daemons pin them).
 	if ents, err := os.ReadDir(privOVSRoot); err == nil {
 		for _, e := range ents {
@@ -222,6 +266,9 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 	// and (full clean only) state files too corrupt to read.
 	if ents, err := os.ReadDir(StateDir); err == nil {
 		for _, e := range ents {
+			if e.IsDir() {
+				continue // the journal directory
+			}
 			p := filepath.Join(StateDir, e.Name())
 			n := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
 			l, gerr := Get(n)

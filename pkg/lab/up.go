@@ -121,6 +121,15 @@ func probeHost(ctx context.Context, s *Spec, id string) error {
 	case TopoOVSNetdev, TopoOVSNetdevGeneve:
 		return probeOVS(ctx)
 	}
+	if s.Fastpath != "" {
+		err := probe.Require(ctx, runid.Name(id, "probe"), fastpathNeeds...)
+		if errors.Is(err, probe.ErrNotSupported) {
+			return fmt.Errorf("fastpath=%s: %w by this kernel (%v); nothing was created", s.Fastpath, ErrNotSupported, err)
+		}
+		if err != nil {
+			return fmt.Errorf("fastpath=%s: probe: %w; nothing was created", s.Fastpath, err)
+		}
+	}
 	return nil
 }
 

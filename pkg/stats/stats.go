@@ -163,15 +163,20 @@ func MedianCI(x []float64, level float64) CI {
 	if n == 0 {
 		return CI{math.NaN(), math.NaN(), 0}
 	}
-	best := 1
+	// Coverage of [x(j), x(n+1-j)] is 1 - 2·P(B <= j-1); the tail grows by
+	// one binomial term per j, so the search is linear in n (a precision-
+	// driven run recomputes this after every round).
+	best, bestCov := 1, binomCoverage(n, 1)
+	tail := 0.0
 	for j := 1; 2*j <= n; j++ {
-		if binomCoverage(n, j) >= level {
-			best = j
-		} else {
+		tail += math.Exp(logChoose(n, j-1) - float64(n)*math.Ln2)
+		cov := math.Max(0, 1-2*tail)
+		if cov < level {
 			break
 		}
+		best, bestCov = j, cov
 	}
-	return CI{Low: s[best-1], High: s[n-best], Level: binomCoverage(n, best)}
+	return CI{Low: s[best-1], High: s[n-best], Level: bestCov}
 }
 
 // binomCoverage is P(j <= B <= n-j) for B ~ Binomial(n, 1/2), j >= 1:

@@ -18,6 +18,7 @@ type fakeNIC struct {
 	rings    map[string]Ring
 	features map[string]map[string]Feature
 	ringErr  error
+	featErr  error // Features of an interface not in features (default EOPNOTSUPP)
 }
 
 func (f *fakeNIC) Driver(n string) (string, error) {
@@ -47,6 +48,9 @@ func (f *fakeNIC) SetRing(n string, rx, tx uint32) error {
 }
 func (f *fakeNIC) Features(n string) (map[string]Feature, error) {
 	fs, ok := f.features[n]
+	if !ok && f.featErr != nil {
+		return nil, f.featErr
+	}
 	if !ok {
 		return nil, unix.EOPNOTSUPP
 	}

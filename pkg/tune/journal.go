@@ -22,10 +22,11 @@ const DefaultJournalDir = "/var/lib/cnibench/journal"
 
 // Entry is one line of a journal (JSON lines). A journal starts with one
 // "begin" entry; each change is a "change" entry written and fsynced BEFORE
-// the host is touched, followed by a "result" entry; a successful rollback
-// appends a "rollback" entry.
+// the host is touched, followed by a "result" entry; an "undo" entry marks
+// one change restored early by its owner (Journal.Undo); a rollback appends
+// a "rollback" entry, ok when complete, which covers every change above it.
 type Entry struct {
-	Type string    `json:"type"` // begin | change | result | rollback
+	Type string    `json:"type"` // begin | change | result | undo | rollback
 	Time time.Time `json:"time"`
 	Seq  int       `json:"seq,omitempty"`
 
@@ -35,7 +36,7 @@ type Entry struct {
 	Scope   string  `json:"scope,omitempty"` // host | lab:<name> | netns:<name>
 	Host    string  `json:"host,omitempty"`
 
-	// change
+	// change (knob: a registry knob id, or KindSysctl, KindSysfs, KindOffloads)
 	Knob      string `json:"knob,omitempty"`
 	KnobScope Scope  `json:"knob_scope,omitempty"`
 	Netns     string `json:"netns,omitempty"`
@@ -52,6 +53,19 @@ type Entry struct {
 // lockDir takes an exclusive advisory lock on dir/.lock, so two applies or
 // rollbacks on one journal directory never interleave their reads and writes.
 func lockDir(dir string) (unlock func(), err error) {
+	f, err := openLock(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// openLock opens (creating) dir/.lock, the file lockDir flocks.
+func openLock(dir string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal dir: %w", err)
 	}
@@ -59,11 +73,7 @@ func lockDir(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return f, nil
 }
 
 // journal is an open journal file; every append is fsynced.
@@ -111,7 +121,14 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func (j *journal) append(e Entry) error {
+func (j *journal) append(e Entry) error { return j.write(e, true) }
+
+// appendUnsynced is for lines rollback does not depend on (a result): a
+// killed process loses nothing the kernel has accepted, and a lost result
+// only shows the change as unfinished.
+func (j *journal) appendUnsynced(e Entry) error { return j.write(e, false) }
+
+func (j *journal) write(e Entry, sync bool) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
@@ -121,6 +138,9 @@ func (j *journal) append(e Entry) error {
 	}
 	if _, err := j.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("sync journal %s: %w", j.path, err)
@@ -357,12 +377,14 @@ var netnsExists = netns.Exists
 // ErrRolledBack is returned when a journal was already rolled back.
 var ErrRolledBack = errors.New("already rolled back")
 
-// Rollback restores every change of the journal at path, newest first, using
-// the values exactly as they were read. Changes inside a namespace that no
-// longer exists count as restored: the namespace took its values with it. Entries whose write never happened
-// (a crash between the journal line and the write) restore the old value,
-// which is harmless. It keeps going past failures and returns them joined;
-// only a complete rollback is marked in the journal.
+// Rollback restores every change of the journal at path that is still held
+// (not undone, not rolled back before), newest first, using the values
+// exactly as they were read. Changes inside a namespace, or of an
+// interface, that no longer exists count as restored: the namespace took
+// its values with it. Entries whose write never happened (a crash between
+// the journal line and the write) restore the old value, which is harmless.
+// It keeps going past failures and returns them joined; only a complete
+// rollback is marked in the journal.
 func Rollback(e *Env, path string) (restored int, err error) {
 	unlock, err := lockDir(filepath.Dir(path))
 	if err != nil {
@@ -380,33 +402,15 @@ func rollback(e *Env, path string) (restored int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, en := range entries {
-		if en.Type == "rollback" && en.OK {
-			return 0, fmt.Errorf("journal %s: %w", path, ErrRolledBack)
-		}
+	held, rolledBack := heldChanges(entries)
+	if len(held) == 0 && rolledBack {
+		return 0, fmt.Errorf("journal %s: %w", path, ErrRolledBack)
 	}
 	var errs []error
-	for i := len(entries) - 1; i >= 0; i-- {
-		en := entries[i]
-		if en.Type != "change" {
-			continue
-		}
-		k, lerr := Lookup(en.Knob)
-		if lerr != nil {
-			errs = append(errs, lerr)
-			continue
-		}
-		env := e
-		if en.Netns != "" {
-			if !netnsExists(en.Netns) {
-				// The namespace is gone (a lab torn down), and its values
-				// with it: nothing is left to restore, as in CNI's DEL.
-				restored++
-				continue
-			}
-			env = e.WithNetns(en.Netns)
-		}
-		if werr := writeKnob(env, k, en.Target, en.Old, en.OldAbsent); werr != nil {
+	for i := len(held) - 1; i >= 0; i-- {
+		en := held[i]
+		werr := restore(e, en)
+		if werr != nil && !errors.Is(werr, errGone) {
 			errs = append(errs, fmt.Errorf("restore %s%s: %w", en.Knob, where(en), werr))
 			continue
 		}
@@ -451,8 +455,10 @@ type JournalInfo struct {
 	Changes    int       `json:"changes"`
 	Failed     int       `json:"failed"`
 	Unfinished int       `json:"unfinished"` // change lines without a result: crash mid-apply
-	RolledBack bool      `json:"rolled_back"`
-	Error      string    `json:"error,omitempty"`
+	// Held counts the changes still in effect: not undone, not rolled back.
+	Held       int    `json:"held"`
+	RolledBack bool   `json:"rolled_back"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Journals lists the journals in dir, oldest first.
@@ -482,6 +488,8 @@ func Journals(dir string) ([]JournalInfo, error) {
 		}
 		info.ID, info.Started, info.Profile, info.Scope = es[0].ID, es[0].Time, es[0].Profile, es[0].Scope
 		results := map[int]bool{}
+		held, rb := heldChanges(es)
+		info.Held = len(held)
 		for _, en := range es {
 			switch en.Type {
 			case "change":
@@ -491,10 +499,11 @@ func Journals(dir string) ([]JournalInfo, error) {
 				if !en.OK {
 					info.Failed++
 				}
-			case "rollback":
-				info.RolledBack = info.RolledBack || en.OK
 			}
 		}
+		// Rolled back: a complete rollback is recorded and no change was
+		// made after it.
+		info.RolledBack = rb && info.Held == 0
 		for _, en := range es {
 			if en.Type == "change" && !results[en.Seq] {
 				info.Unfinished++

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 )
@@ -85,6 +84,14 @@ func (kernelNIC) Features(ifname string) (map[string]Feature, error) {
 		}
 		return out, nil
 	})
+}
+
+// SetFeatures changes several features in one SIOCETHTOOL call.
+func (kernelNIC) SetFeatures(ifname string, set map[string]bool) error {
+	_, err := withEthtool(func(et *ethtool.Ethtool) (struct{}, error) {
+		return struct{}{}, et.Change(ifname, set)
+	})
+	return err
 }
 
 func (kernelNIC) SetFeature(ifname, feature string, on bool) error {
@@ -453,7 +460,7 @@ var offloadGroups = map[string][]string{
 	"lro": {"rx-lro"},
 }
 
-// OffloadNames lists the short offload names SetOffloads takes.
+// OffloadNames lists the short offload names Journal.SetOffloads takes.
 func OffloadNames() []string {
 	out := make([]string, 0, len(offloadGroups))
 	for k := range offloadGroups {
@@ -461,54 +468,4 @@ func OffloadNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// SetOffloads is `ethtool -K ifname gro off tso on …` inside the named
-// network namespace ("" = this one), through the SIOCETHTOOL ioctl. Like
-// ethtool, a short name changes every kernel feature of its group that the
-// driver lets change, and a feature the driver fixes is left as it is: the
-// short names all of whose features are fixed are returned, so the caller
-// can say so.
-func SetOffloads(ns, ifname string, set map[string]bool) (fixed []string, err error) {
-	in := netns.Do
-	if ns == "" {
-		in = func(_ string, fn func() error) error { return fn() }
-	}
-	err = in(ns, func() error {
-		et, err := ethtool.NewEthtool()
-		if err != nil {
-			return fmt.Errorf("ethtool socket: %w", err)
-		}
-		defer et.Close()
-		have, err := et.FeaturesWithState(ifname)
-		if err != nil {
-			return nicErr(ifname, "read offloads", err)
-		}
-		change := map[string]bool{}
-		for short, on := range set {
-			group, ok := offloadGroups[short]
-			if !ok {
-				return fmt.Errorf("offload %q: unknown (known: %s)", short, strings.Join(OffloadNames(), ", "))
-			}
-			n := 0
-			for _, f := range group {
-				if st, ok := have[f]; ok && st.Available {
-					change[f] = on
-					n++
-				}
-			}
-			if n == 0 {
-				fixed = append(fixed, short)
-			}
-		}
-		sort.Strings(fixed)
-		if len(change) == 0 {
-			return nil
-		}
-		if err := et.Change(ifname, change); err != nil {
-			return nicErr(ifname, "set offloads", err)
-		}
-		return nil
-	})
-	return fixed, err
 }

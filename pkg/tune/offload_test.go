@@ -8,9 +8,11 @@ import (
 	"github.com/safchain/ethtool"
 )
 
-// SetOffloads turns whole `ethtool -K` groups off inside a namespace, reads
-// back as the kernel reports them, and refuses an unknown name.
-func TestPrivSetOffloads(t *testing.T) {
+// Journal.SetOffloads turns whole `ethtool -K` groups off inside a
+// namespace through the ioctl, journaled; Rollback brings every feature
+// back as it was (those the kernel changed along with them too), and an
+// unknown name is refused before anything is written.
+func TestPrivJournalOffloads(t *testing.T) {
 	p := testns.NewPair(t)
 	features := func() map[string]ethtool.FeatureState {
 		var fs map[string]ethtool.FeatureState
@@ -27,7 +29,12 @@ func TestPrivSetOffloads(t *testing.T) {
 		}
 		return fs
 	}
-	if fixed, err := SetOffloads(p.A, "eth0", map[string]bool{"gro": false, "tso": false, "tx": false}); err != nil || len(fixed) != 0 {
+	before := features()
+	j, err := NewJournal(JournalOptions{Dir: t.TempDir(), Scope: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fixed, err := j.SetOffloads(p.A, "eth0", map[string]bool{"gro": false, "tso": false, "tx": false}); err != nil || len(fixed) != 0 {
 		t.Fatalf("SetOffloads: fixed %v, %v", fixed, err)
 	}
 	fs := features()
@@ -36,10 +43,20 @@ func TestPrivSetOffloads(t *testing.T) {
 			t.Errorf("%s still on after SetOffloads", f)
 		}
 	}
-	if _, err := SetOffloads(p.A, "eth0", map[string]bool{"gro": true}); err != nil || !features()["rx-gro"].Active {
-		t.Errorf("gro back on: %v", err)
-	}
-	if _, err := SetOffloads(p.A, "eth0", map[string]bool{"turbo": false}); err == nil {
+	if _, err := j.SetOffloads(p.A, "eth0", map[string]bool{"turbo": false}); err == nil {
 		t.Error("an unknown offload was accepted")
+	}
+	if j.Seq() != 1 {
+		t.Errorf("%d changes journaled, want 1 (the refused one is not)", j.Seq())
+	}
+	j.Close()
+	if n, err := Rollback(DefaultEnv(), j.Path()); err != nil || n != 1 {
+		t.Fatalf("rollback: %d, %v", n, err)
+	}
+	after := features()
+	for f, st := range before {
+		if after[f].Active != st.Active {
+			t.Errorf("%s: active=%v after rollback, %v before", f, after[f].Active, st.Active)
+		}
 	}
 }

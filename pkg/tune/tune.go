@@ -2,12 +2,37 @@
 // knob reads and writes, what the source documents recommend for a latency or
 // a throughput profile, and how to apply it with a journal and roll it back.
 //
+// It is also the one mechanism by which cnibench changes a host or
+// namespace setting at all. A profile goes through Apply; anything else —
+// the lab's sysctls and offloads, and whatever a lab knob needs next
+// (hugepages, busy polling) — opens a Journal and changes values through
+// it:
+//
+//	j, err := tune.NewJournal(tune.JournalOptions{Dir: dir, ID: runID, Scope: "lab:" + name})
+//	// record j.Path() in the owner's state before the first change, then:
+//	err = j.SetSysctl("", "net.core.rmem_max", "16777216") // host scope
+//	err = j.SetSysctl(ns, "net.ipv4.ip_forward", "1")       // one namespace
+//	err = j.SetSysfs("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512")
+//	fixed, err := j.SetOffloads(ns, "eth0", map[string]bool{"gro": false})
+//	mark := j.Seq() // …; err = j.Undo(mark) gives back what came after
+//	j.Close()
+//	n, err := tune.Rollback(tune.DefaultEnv(), path) // on every path out
+//
+// Each change reads the value as it is, appends a "change" line holding that
+// exact text and fsyncs it, and only then writes; Rollback writes the same
+// bytes back, newest first, and counts changes inside a namespace or of an
+// interface that no longer exists as restored. A host-wide setting another
+// journal of the same directory holds is refused (ErrHeld): two owners of
+// one value could not both undo it exactly. Journals are JSON lines, one
+// format for Apply and Journal alike (journal.go), listed by Journals and
+// HeldChanges for `tune status`.
+//
 // Knobs are grouped by family, one file each (sysctl.go, cpu.go, nic.go,
 // conntrack.go — which also audits kube-proxy's rules —, ovs.go, mtu.go);
 // sources.go names the documents they come from, journal.go applies and
-// rolls back. Every /proc, /sys and /dev
+// rolls back, change.go is the Journal. Every /proc, /sys and /dev
 // path goes through Env's roots, the way node_exporter's --path.procfs works,
-// so audits run on fixture trees in tests without root.
+// so audits and journaled changes run on fixture trees in tests without root.
 package tune
 
 import (

@@ -1,0 +1,170 @@
+package lab
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+)
+
+// nodeCounters sums the packets the lab's nftables counters saw in ns
+// (the conntrack knob's stateful rules in the node's forward hook).
+func nodeCounters(t *testing.T, l *Lab, ns string) uint64 {
+	t.Helper()
+	f, err := os.Open(netns.Path(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &nftables.Table{Name: nameOfTable(l.ID), Family: nftables.TableFamilyIPv4}
+	rules, err := c.GetRules(tb, &nftables.Chain{Name: "conntrack", Table: tb})
+	if err != nil {
+		t.Fatalf("nft rules in %s: %v", ns, err)
+	}
+	if len(rules) == 0 {
+		t.Fatalf("no conntrack rules in %s: the test would prove nothing", ns)
+	}
+	var n uint64
+	for _, r := range rules {
+		for _, e := range r.Exprs {
+			if ctr, ok := e.(*expr.Counter); ok {
+				n += ctr.Packets
+			}
+		}
+	}
+	return n
+}
+
+// linkStats reads a link's counters in ns.
+func linkStats(t *testing.T, ns, dev string) *netlink.LinkStatistics {
+	t.Helper()
+	h, err := netns.Handle(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(dev)
+	if err != nil {
+		t.Fatalf("%s in %s: %v", dev, ns, err)
+	}
+	return l.Attrs().Statistics
+}
+
+// TestPrivFastpath: with fastpath=ebpf, pod-to-pod traffic (TCP with GSO
+// packets, UDP) flows while the nodes' netfilter never sees it — the
+// conntrack knob's counters in the forward hook stay at 0 — and the
+// node-side veth of the receiving pod transmits nothing: bpf_redirect_peer
+// hands the packets to the pod directly. The same lab without the fast
+// path is the control: its counters and veth move, so the checks can fail.
+func TestPrivFastpath(t *testing.T) {
+	testns.NeedRoot(t)
+	privateState(t)
+	for _, c := range []struct {
+		topo string
+		fast bool
+	}{{"native", true}, {"vxlan", true}, {"native", false}} {
+		name := c.topo + "/kernel"
+		if c.fast {
+			name = c.topo + "/ebpf"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, _ := Preset(c.topo)
+			if err := s.Set("conntrack", "on"); err != nil {
+				t.Fatal(err)
+			}
+			if c.fast {
+				if err := s.Set("fastpath", "ebpf"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			l, err := Up(ctx, s, UpOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Down(ctx); err != nil {
+					t.Error(err)
+				}
+				assertClean(t, l.ID)
+			}()
+			cl, _ := l.Endpoint("client")
+			srv, _ := l.Endpoint("server")
+			n1, _ := l.Endpoint("node1")
+			n2, _ := l.Endpoint("node2")
+			clientVeth := mustIf(l.ID, "h0") // the client pod's node-side veth on node1
+			echoTCP(t, srv.Netns, net.JoinHostPort(srv.IP, "17431"))
+			echoUDP(t, srv.Netns, net.JoinHostPort(srv.IP, "17432"))
+
+			txBefore := linkStats(t, n1.Netns, clientVeth).TxPackets
+			roundTrip(t, cl.Netns, net.JoinHostPort(srv.IP, "17431"), 4<<20)
+			udpRoundTrip(t, cl.Netns, net.JoinHostPort(srv.IP, "17432"))
+			txDelta := linkStats(t, n1.Netns, clientVeth).TxPackets - txBefore
+			nf := nodeCounters(t, l, n1.Netns) + nodeCounters(t, l, n2.Netns)
+			t.Logf("node netfilter packets %d, client node-side veth tx %d", nf, txDelta)
+
+			stats, ok, err := l.FastpathStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.fast {
+				if ok {
+					t.Fatal("fast path stats on a lab without the fast path")
+				}
+				if nf == 0 || txDelta == 0 {
+					t.Fatalf("control: the kernel path must show in netfilter (%d) and on the veth (%d)", nf, txDelta)
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("no fast path stats")
+			}
+			t.Logf("fast path node1 %+v node2 %+v", stats[0], stats[1])
+			if nf != 0 {
+				t.Errorf("the nodes' netfilter saw %d packets of pod traffic: not bypassed", nf)
+			}
+			if txDelta != 0 {
+				t.Errorf("the client's node-side veth sent %d packets: delivery did not skip it", txDelta)
+			}
+			for i, st := range stats {
+				if st.Peer == 0 {
+					t.Errorf("node%d: nothing redirected into a pod: %+v", i+1, st)
+				}
+				out := st.FIB + st.Neigh
+				if c.topo == "vxlan" {
+					out = st.Tunnel
+				}
+				if out == 0 {
+					t.Errorf("node%d: nothing sent toward the other node by the fast path: %+v", i+1, st)
+				}
+			}
+		})
+	}
+}
+
+// The fast path needs node namespaces that route pod traffic: the knob is
+// refused on other presets when it is set, before anything exists.
+func TestFastpathKnobRefused(t *testing.T) {
+	for _, topo := range []string{"host", "veth", "bridge", "macvlan", "ovs-netdev"} {
+		s, _ := Preset(topo)
+		err := s.Set("fastpath", "ebpf")
+		if err == nil || !strings.Contains(err.Error(), "native or vxlan") {
+			t.Errorf("%s: fastpath=ebpf: %v", topo, err)
+		}
+	}
+	s, _ := Preset("native")
+	if err := s.Set("fastpath", "xdp"); err == nil {
+		t.Error("fastpath=xdp accepted")
+	}
+}

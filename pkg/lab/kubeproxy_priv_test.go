@@ -1,0 +1,118 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/google/nftables"
+)
+
+// TestPrivProxy: kube-proxy's rules in both modes load into both nodes,
+// and TCP and UDP to the measured Service VIP reach the server through
+// them (DNAT by the node's netfilter), from a pod and from a node.
+func TestPrivProxy(t *testing.T) {
+	testns.NeedRoot(t)
+	privateState(t)
+	for _, mode := range []string{ProxyIPTables, ProxyNFTables} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == ProxyIPTables {
+				if _, err := exec.LookPath(iptablesRestoreBin); err != nil {
+					t.Skip("iptables-restore not installed (Debian package iptables)")
+				}
+			}
+			s, _ := Preset("native")
+			for k, v := range map[string]string{"proxy": mode, "services": "50", "endpoints": "2"} {
+				if err := s.Set(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			l, err := Up(ctx, s, UpOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Down(ctx); err != nil {
+					t.Error(err)
+				}
+				assertClean(t, l.ID)
+			}()
+			svc, err := l.Endpoint("service")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, _ := l.Endpoint("server")
+			cl, _ := l.Endpoint("client")
+			n1, _ := l.Endpoint("node1")
+			if svc.Netns != srv.Netns || svc.IP != serviceVIP(49).String() {
+				t.Fatalf("service endpoint %+v", svc)
+			}
+			echoTCP(t, srv.Netns, net.JoinHostPort(srv.IP, "7420"))
+			echoUDP(t, srv.Netns, net.JoinHostPort(srv.IP, "7420"))
+			for _, from := range []string{cl.Netns, n1.Netns} {
+				roundTrip(t, from, net.JoinHostPort(svc.IP, "7420"), 64<<10)
+				udpRoundTrip(t, from, net.JoinHostPort(svc.IP, "7420"))
+			}
+			// The rules are in each node, at the size asked for.
+			ports := kubeServices(50, 2, net.ParseIP(srv.IP).To4())
+			for _, ns := range []string{n1.Netns, mustNode(t, l, "node2")} {
+				switch mode {
+				case ProxyIPTables:
+					cmd := exec.Command("iptables-save")
+					var out bytes.Buffer
+					cmd.Stdout = &out
+					if err := netns.Start(ns, cmd); err != nil {
+						t.Fatal(err)
+					}
+					if err := cmd.Wait(); err != nil {
+						t.Fatal(err)
+					}
+					if got, want := strings.Count(out.String(), "\n-A "), iptablesRuleCount(ports); got < want {
+						t.Errorf("%s: iptables-save lists %d rules, want at least %d", ns, got, want)
+					}
+				case ProxyNFTables:
+					f, err := os.Open(netns.Path(ns))
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+					if err != nil {
+						t.Fatal(err)
+					}
+					chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+					f.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+					n := 0
+					for _, ch := range chains {
+						if ch.Table.Name == kubeProxyTable {
+							n++
+						}
+					}
+					// 49 service ports × (1 service + 2 endpoint chains), the
+					// measured service's 2 ports × (1 + 1), 7 fixed chains.
+					if want := 49*3 + 2*2 + 7; n != want {
+						t.Errorf("%s: %d chains in table %s, want %d", ns, n, kubeProxyTable, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func mustNode(t *testing.T, l *Lab, name string) string {
+	t.Helper()
+	e, err := l.Endpoint(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Netns
+}
