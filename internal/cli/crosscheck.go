@@ -31,7 +31,7 @@ claims (docs/engine.md). A tool that lacks a test is not asked for it.`,
 			if err := o.override(e); err != nil {
 				return UsageError{err}
 			}
-			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, db, "crosscheck", format, "")
+			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, db, "crosscheck", format, "", nil)
 		},
 	}
 	f := cmd.Flags()

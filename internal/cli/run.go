@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
@@ -30,6 +31,7 @@ type runOptions struct {
 	// precision and budget are strings so that "unset" differs from 0.
 	precision string
 	budget    string
+	profile   profileFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -57,7 +59,11 @@ run keeps what it measured and is marked incomplete.`,
 			if err := o.override(e); err != nil {
 				return UsageError{err}
 			}
-			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output)
+			prof, err := o.profile.options()
+			if err != nil {
+				return UsageError{err}
+			}
+			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output, prof)
 		},
 	}
 	f := cmd.Flags()
@@ -68,6 +74,7 @@ run keeps what it measured and is marked incomplete.`,
 	f.StringVar(&o.format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
 	f.StringVarP(&o.output, "output", "o", "", "write the report to this file instead of standard output")
 	f.StringSliceVar(&o.arms, "arms", nil, "run only these arms")
+	addProfileFlags(cmd, &o.profile)
 	f.StringVar(&o.precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
 	f.StringVar(&o.budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
 	return cmd
@@ -105,9 +112,20 @@ func (o *runOptions) override(e *experiment.Experiment) error {
 }
 
 // runExperiment executes e, stores it, and renders the report.
-func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string) error {
+func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string, prof *profile.Options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("running an experiment builds network namespaces and needs root: run it with sudo")
+	}
+	// A missing perf permission is found before anything is built.
+	var profiler experiment.Profiler
+	if prof != nil {
+		sess, err := profile.Open(*prof)
+		if err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+		defer sess.Close()
+		profiler = sess
+		fmt.Fprintf(stderr, "profiling every CPU at %d Hz (%s) during each measured window\n", prof.Frequency, sess.Event())
 	}
 	// A missing tool is found before the run is stored or anything built.
 	if err := e.Preflight(); err != nil {
@@ -135,6 +153,7 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 		Sink:       experiment.StoreSink{DB: db, Kind: kind, Host: hostFP},
 		Progress:   stderr,
 		IsTerminal: tty,
+		Profiler:   profiler,
 	})
 	if runID != 0 {
 		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())

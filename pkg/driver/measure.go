@@ -84,6 +84,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	if err != nil {
 		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
 	}
+	ClientStarted(ctx)
 	<-cli.done
 	timedOut := cctx.Err() == context.DeadlineExceeded
 	cancel()

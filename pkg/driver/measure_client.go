@@ -29,6 +29,7 @@ func MeasureClient(ctx context.Context, d Driver, spec Spec, clientNS string) (*
 	if err != nil {
 		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
 	}
+	ClientStarted(ctx)
 	<-cli.done
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w", name, ctx.Err())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -61,6 +62,11 @@ type Sample struct {
 	Arm    *Arm
 	Result *result.Result // nil when Error is set
 	Error  string
+	// Profile is the measured window's CPU profile (--profile), nil when
+	// not profiling or, with ProfileMissing saying why, when no window was
+	// sampled.
+	Profile        *profile.Profile
+	ProfileMissing string
 }
 
 // Options wires the runner to its collaborators.
@@ -74,6 +80,9 @@ type Options struct {
 	IsTerminal bool
 	// TeardownTimeout bounds lab teardown after the run (default 2 minutes).
 	TeardownTimeout time.Duration
+	// Profiler, when set, samples every CPU during each step's measured
+	// window (--profile); nil changes nothing about the run.
+	Profiler Profiler
 }
 
 // ErrInterrupted is returned when the run's context was cancelled; the run is
@@ -229,7 +238,7 @@ func (x *executor) run(steps []Step) error {
 		}
 		a := &x.e.Arms[st.Arm]
 		s := Sample{Step: st, Arm: a}
-		res, merr := x.e.measure(x.ctx, x.o, a, st, x.labs, x.labErr, x.exclusive)
+		res, merr := x.e.measure(x.ctx, x.o, a, st, x.labs, x.labErr, x.exclusive, &s)
 		if merr != nil {
 			if x.ctx.Err() != nil {
 				return nil // an interrupted step is not a result
@@ -257,7 +266,7 @@ func (e *Experiment) stepTime() time.Duration {
 	return time.Duration(e.Duration) + time.Duration(e.Warmup) + 200*time.Millisecond
 }
 
-func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, labs map[string]LabInstance, labErr map[string]error, exclusive map[string]bool) (_ *result.Result, err error) {
+func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, labs map[string]LabInstance, labErr map[string]error, exclusive map[string]bool, s *Sample) (_ *result.Result, err error) {
 	spec := driver.Spec{
 		Test:     st.Test,
 		MsgSize:  st.MsgSize,
@@ -302,5 +311,14 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, la
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
 	}
 	req.Spec = spec
+	if o.Profiler != nil {
+		res, prof, why, merr := measureProfiled(ctx, o.Measurer, req, o.Profiler)
+		if prof != nil {
+			// Every repeat of a cell shares the cell's bound.
+			profile.Bound(prof.Stacks, profile.MaxCellBytes/max(e.Repeats, 1))
+		}
+		s.Profile, s.ProfileMissing = prof, why
+		return res, merr
+	}
 	return o.Measurer.Measure(ctx, req)
 }

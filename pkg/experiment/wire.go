@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/profile"
 	// The engines an experiment may name register themselves here, so that
 	// Check and Measure find every one of them.
 	_ "github.com/cnibench/cnibench/pkg/driver/builtin"
@@ -121,10 +123,25 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 
 // Sample stores one step.
 func (s StoreSink) Sample(runID int64, x Sample) error {
-	return s.DB.AddSample(&store.Sample{
+	if err := s.DB.AddSample(&store.Sample{
 		RunID: runID, Seq: x.Step.Seq, Arm: x.Arm.Name, Engine: x.Arm.Engine, Test: x.Step.Test,
 		MsgSize: x.Step.MsgSize, Repeat: x.Step.Repeat, Result: x.Result, Error: x.Error,
-	})
+	}); err != nil {
+		return err
+	}
+	if x.Profile == nil && x.ProfileMissing == "" {
+		return nil // not profiled
+	}
+	sp := &store.Profile{RunID: runID, Seq: x.Step.Seq, Missing: x.ProfileMissing}
+	if p := x.Profile; p != nil {
+		var b strings.Builder
+		if err := profile.WriteFolded(&b, p.Stacks); err != nil {
+			return err
+		}
+		sp.Event, sp.Frequency, sp.CPUs, sp.WindowNs = string(p.Event), p.Frequency, p.CPUs, p.WindowNs
+		sp.Samples, sp.Lost, sp.PeriodSum, sp.Folded = p.Samples, p.Lost, p.PeriodSum, b.String()
+	}
+	return s.DB.AddProfile(sp)
 }
 
 // End marks the run complete or not.

@@ -39,6 +39,11 @@ const DefaultFrequency = 499
 // becomes the thing measured.
 const MaxFrequency = 10000
 
+// MaxCellBytes bounds the folded text stored for one cell (all repeats of
+// an arm, test and size): Bound merges the rarest stacks into their callers
+// until it fits.
+const MaxCellBytes = 1 << 20
+
 // ErrPermission is returned when this process may not open system-wide perf
 // events with kernel callchains.
 var ErrPermission = errors.New("perf events not permitted")
@@ -65,6 +70,12 @@ type Options struct {
 	Frequency int
 	// Event: "" picks cycles where the host has a PMU, cpu-clock otherwise.
 	Event Event
+}
+
+// Validate checks the options without touching the kernel.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
 }
 
 func (o Options) withDefaults() (Options, error) {

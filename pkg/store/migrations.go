@@ -48,6 +48,22 @@ var migrations = []string{
 	// does not scan every run's.
 	`ALTER TABLE runs ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
 	CREATE INDEX samples_by_run ON samples(run_id, seq);`,
+	// 3: the CPU profile of a sample's measured window (--profile): folded
+	// stacks (bounded to 1 MiB per cell by the writer), or why there is none.
+	`CREATE TABLE profiles (
+		run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		event      TEXT NOT NULL DEFAULT '',
+		frequency  INTEGER NOT NULL DEFAULT 0,
+		cpus       INTEGER NOT NULL DEFAULT 0,
+		window_ns  INTEGER NOT NULL DEFAULT 0,
+		samples    INTEGER NOT NULL DEFAULT 0,
+		lost       INTEGER NOT NULL DEFAULT 0,
+		period_sum INTEGER NOT NULL DEFAULT 0,
+		folded     TEXT NOT NULL DEFAULT '',
+		missing    TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (run_id, seq)
+	);`,
 }
 
 // SchemaVersion is the schema version this code writes.

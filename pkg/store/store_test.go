@@ -169,8 +169,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if v, _ := d.Version(); v != SchemaVersion() || v != 2 {
-		t.Fatalf("migrated database at version %d, want 2", v)
+	if v, _ := d.Version(); v != SchemaVersion() || v != 3 {
+		t.Fatalf("migrated database at version %d, want 3", v)
 	}
 	r, err := d.GetRun("old-run")
 	if err != nil {
@@ -243,5 +243,35 @@ func TestCreateRunNameTaken(t *testing.T) {
 	_, err := d.CreateRun(&Run{Name: "same"})
 	if !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), `"same" already exists`) {
 		t.Fatalf("second run with the same name: %v", err)
+	}
+}
+
+func TestProfilesRoundTrip(t *testing.T) {
+	d, err := Open(filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	id, err := d.CreateRun(&Run{Name: "r", Kind: "lab", Started: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Profiles(id); len(got) != 0 {
+		t.Fatalf("a run without profiles has %d", len(got))
+	}
+	want := &Profile{RunID: id, Seq: 3, Event: "cpu-clock", Frequency: 499, CPUs: 2, WindowNs: 1e9,
+		Samples: 998, Lost: 1, PeriodSum: 2e9, Folded: "a;b 5\nc 1\n"}
+	if err := d.AddProfile(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddProfile(&Profile{RunID: id, Seq: 4, Missing: "the client ended before its warmup did"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Profiles(id)
+	if err != nil || len(got) != 2 || *got[3] != *want || got[4].Missing == "" {
+		t.Fatalf("Profiles = %+v, %v", got, err)
+	}
+	if err := d.AddProfile(want); err == nil {
+		t.Error("a second profile for one sample was stored")
 	}
 }
