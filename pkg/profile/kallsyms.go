@@ -1,0 +1,91 @@
+package profile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Symbols resolves kernel addresses to function names. Built once per
+// process from /proc/kallsyms (before any window, so reading ~200,000
+// lines never falls inside a measurement), then looked up by binary search.
+type Symbols struct {
+	addrs []uint64
+	names []string
+}
+
+// KernelSymbols reads /proc/kallsyms. Addresses that are all zero (a
+// kernel.kptr_restrict the reader does not pass) are an ErrPermission.
+func KernelSymbols() (*Symbols, error) {
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		return nil, fmt.Errorf("read kernel symbols: %w", err)
+	}
+	defer f.Close()
+	s, err := ParseKallsyms(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.addrs) == 0 {
+		return nil, fmt.Errorf("%w: /proc/kallsyms shows no addresses (kernel.kptr_restrict): run as root or set kernel.kptr_restrict=0", ErrPermission)
+	}
+	return s, nil
+}
+
+// ParseKallsyms parses the /proc/kallsyms format ("ffffffff81000000 T
+// _stext [module]"). Only text symbols (t/T) are kept; zero addresses are
+// dropped (hidden, or not a place a sample can land).
+func ParseKallsyms(r io.Reader) (*Symbols, error) {
+	type sym struct {
+		addr uint64
+		name string
+	}
+	var syms []sym
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	line := 0
+	for sc.Scan() {
+		line++
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 {
+			return nil, fmt.Errorf("kallsyms line %d: want \"address type name\", got %q", line, sc.Text())
+		}
+		if t := fields[1]; t != "t" && t != "T" {
+			continue
+		}
+		a, err := strconv.ParseUint(fields[0], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms line %d: address %q: %v", line, fields[0], err)
+		}
+		if a == 0 {
+			continue
+		}
+		syms = append(syms, sym{a, fields[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read kallsyms: %w", err)
+	}
+	sort.Slice(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
+	s := &Symbols{addrs: make([]uint64, len(syms)), names: make([]string, len(syms))}
+	for i, x := range syms {
+		s.addrs[i], s.names[i] = x.addr, x.name
+	}
+	return s, nil
+}
+
+// Lookup names the function containing addr: the symbol with the greatest
+// address not above it. ok is false below the first symbol.
+func (s *Symbols) Lookup(addr uint64) (string, bool) {
+	i := sort.Search(len(s.addrs), func(i int) bool { return s.addrs[i] > addr })
+	if i == 0 {
+		return "", false
+	}
+	return s.names[i-1], true
+}
+
+// Len is the number of text symbols.
+func (s *Symbols) Len() int { return len(s.addrs) }
