@@ -69,10 +69,10 @@ echo "(medians of $REPEAT alternating runs; wall time from process start to exit
 # kube-proxy at scale: native with 30,000 Services in nftables mode on both
 # nodes (issue 11's target: up <= 2 s, down <= 1 s). Reported, not gated:
 # on this kernel the nftables commit alone takes longer (docs/lab.md).
-ms() { date +%s%N | awk '{printf "%d", $1/1e6}'; }
-t0=$(ms); "$BIN" lab up native --set proxy=nftables --set services=30000 --name bench-kp -q >/dev/null
-t1=$(ms); "$BIN" lab down bench-kp >/dev/null
-t2=$(ms)
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+t0=$(now_ms); "$BIN" lab up native --set proxy=nftables --set services=30000 --name bench-kp -q >/dev/null
+t1=$(now_ms); "$BIN" lab down bench-kp >/dev/null
+t2=$(now_ms)
 printf '%-12s %-9s %12.1f %12.1f %12.1f\n' kp-nft30k cnibench "$((t1 - t0))" "$((t2 - t1))" "$((t2 - t0))"
 echo "kp-nft30k: native, proxy=nftables services=30000 on both nodes (target up <= 2000 ms, down <= 1000 ms; one run)"
 exit $fail

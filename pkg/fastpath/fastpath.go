@@ -49,6 +49,11 @@ type Node struct {
 	Netdevs []string
 	// Tunnels, if any, make from_pod encapsulate instead of routing.
 	Tunnels []Tunnel
+	// L2 is set on a bridged segment spanning the nodes: frames are
+	// switched past the bridge unchanged instead of routed, and
+	// RemotePods (the other node's pods) leave by Netdevs[0].
+	L2         bool
+	RemotePods []net.IP
 }
 
 // Stats is what the programs of one node did, summed over CPUs.
@@ -58,10 +63,17 @@ type Stats struct {
 	Neigh  uint64 `json:"neigh"`  // routed out, next hop left to bpf_redirect_neigh
 	Tunnel uint64 `json:"tunnel"` // encapsulated into the VXLAN device
 	Pass   uint64 `json:"pass"`   // left to the kernel's path
+	L2     uint64 `json:"l2"`     // switched out of the uplink unchanged (L2 segment)
 }
 
 // Forwarded is every packet the fast path carried.
-func (s Stats) Forwarded() uint64 { return s.Peer + s.FIB + s.Neigh + s.Tunnel }
+func (s Stats) Forwarded() uint64 { return s.Peer + s.FIB + s.Neigh + s.Tunnel + s.L2 }
+
+// Endpoint flags, as bpf/fastpath.c defines them.
+const (
+	epRemote = 1
+	epL2     = 2
+)
 
 // ErrNotSupported is returned when the kernel refuses the programs (missing
 // helpers, no BPF). Callers probe first (pkg/probe's bpf-redirect-peer,
@@ -90,8 +102,26 @@ func Attach(n Node) error {
 		var ep fastpathEndpoint
 		ep.Ifindex = uint32(l.Attrs().Index)
 		copy(ep.Mac[:], p.MAC)
+		if n.L2 {
+			ep.Flags = epL2
+		}
 		if err := objs.Endpoints.Put(ip4Key(p.IP), &ep); err != nil {
 			return fmt.Errorf("fastpath: endpoint %s: %w", p.IP, err)
+		}
+	}
+	if len(n.RemotePods) > 0 {
+		if len(n.Netdevs) == 0 {
+			return fmt.Errorf("fastpath: remote pods need an uplink device")
+		}
+		up, err := n.Handle.LinkByName(n.Netdevs[0])
+		if err != nil {
+			return fmt.Errorf("fastpath: uplink: %w", err)
+		}
+		for _, ip := range n.RemotePods {
+			ep := fastpathEndpoint{Ifindex: uint32(up.Attrs().Index), Flags: epRemote | epL2}
+			if err := objs.Endpoints.Put(ip4Key(ip), &ep); err != nil {
+				return fmt.Errorf("fastpath: remote endpoint %s: %w", ip, err)
+			}
 		}
 	}
 	for _, t := range n.Tunnels {
@@ -191,7 +221,7 @@ func Read(h *netlink.Handle, dev string) (s Stats, ok bool, err error) {
 
 func readStats(m *ebpf.Map) (Stats, error) {
 	var s Stats
-	dst := []*uint64{&s.Peer, &s.FIB, &s.Neigh, &s.Tunnel, &s.Pass}
+	dst := []*uint64{&s.Peer, &s.FIB, &s.Neigh, &s.Tunnel, &s.Pass, &s.L2}
 	for i := range dst {
 		var per []uint64
 		if err := m.Lookup(uint32(i), &per); err != nil {

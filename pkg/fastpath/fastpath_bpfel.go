@@ -15,7 +15,8 @@ import (
 type fastpathEndpoint struct {
 	Ifindex uint32
 	Mac     [6]uint8
-	Pad     [2]uint8
+	Flags   uint8
+	Pad     uint8
 }
 
 type fastpathLpmV4 struct {

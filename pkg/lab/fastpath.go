@@ -47,6 +47,16 @@ func (b *builder) applyFastpath() error {
 			node.Pods = append(node.Pods, fastpath.Pod{IP: p.ip, MAC: eth.Attrs().HardwareAddr, HostIf: p.hostIf})
 		}
 		switch b.s.Topology {
+		case TopoBridge:
+			// One L2 segment: switch past the bridge, the uplink port
+			// reaches the other node's pods.
+			node.L2 = true
+			node.Netdevs = []string{mustIf(b.l.ID, "u")}
+			for _, p := range b.lo.pods {
+				if p.node != n {
+					node.RemotePods = append(node.RemotePods, p.ip)
+				}
+			}
 		case TopoNative:
 			node.Netdevs = []string{mustIf(b.l.ID, "u")}
 		case TopoVXLAN:
@@ -65,7 +75,7 @@ func (b *builder) applyFastpath() error {
 		}
 	}
 	b.logf("fastpath: eBPF host routing attached on %d pod veths and the nodes' %s devices",
-		len(b.lo.pods), map[string]string{TopoNative: "underlay", TopoVXLAN: "VXLAN"}[b.s.Topology])
+		len(b.lo.pods), map[string]string{TopoNative: "underlay", TopoVXLAN: "VXLAN", TopoBridge: "uplink"}[b.s.Topology])
 	return nil
 }
 

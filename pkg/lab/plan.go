@@ -204,10 +204,10 @@ func plan(s *Spec, id, name string) *Lab {
 // bridgeNodeIP is a node's own address on a two-node bridge segment.
 func bridgeNodeIP(node int) net.IP { return net.IPv4(10, 244, byte(node), 1).To4() }
 
-// serviceVIP is the i-th service VIP (10.96.0.10, 10.96.0.11, ...).
 // serviceCIDR holds every service VIP (Kubernetes' default service CIDR size).
 var serviceCIDR = &net.IPNet{IP: net.IPv4(10, 96, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}
 
+// serviceVIP is the i-th service VIP (10.96.0.10, 10.96.0.11, ...).
 func serviceVIP(i int) net.IP {
 	v := 10 + i
 	return net.IPv4(10, 96, byte(v/256), byte(v%256)).To4()

@@ -105,7 +105,7 @@ var knobHelp = map[string]string{
 	"underlay_mtu":  "an integer 576..65535 (node-to-node link MTU)",
 	"offloads":      "on, off, or a list like gro=off,tso=off (features: gro gso tso tx rx sg lro)",
 	"conntrack":     "on or off",
-	"fastpath":      "ebpf or off (eBPF host routing on the nodes; native and vxlan)",
+	"fastpath":      "ebpf or off (eBPF host routing on the nodes; native, vxlan, bridge with nodes=2)",
 	"notrack":       "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
 	"services":      "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them)",
 	"proxy":         "iptables or nftables (kube-proxy's rules on every node; needs services, native/vxlan/geneve/ipip)",
@@ -198,8 +198,9 @@ func (s *Spec) Set(key, value string) error {
 	case "fastpath":
 		switch strings.ToLower(value) {
 		case "ebpf":
-			if s.Topology != TopoNative && s.Topology != TopoVXLAN {
-				return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+			// nodes may come after this knob: bridge is checked in validate.
+			if !fastpathTopo(s) && s.Topology != TopoBridge {
+				return fmt.Errorf("knob fastpath: needs two node namespaces that carry pod traffic (native, vxlan, or bridge with nodes=2); topology is %s", s.Topology)
 			}
 			s.Fastpath = FastpathEBPF
 		case "off", "none", "":
@@ -356,8 +357,8 @@ func (s *Spec) validate() error {
 	if s.Services > 0 && s.Topology == TopoOVSNetdevGeneve {
 		return fmt.Errorf("knob services: not supported on %s", s.Topology)
 	}
-	if s.Fastpath != "" && s.Topology != TopoNative && s.Topology != TopoVXLAN {
-		return fmt.Errorf("knob fastpath: needs node namespaces that route pod traffic (native or vxlan); topology is %s", s.Topology)
+	if s.Fastpath != "" && !fastpathTopo(s) {
+		return fmt.Errorf("knob fastpath: needs two node namespaces that carry pod traffic (native, vxlan, or bridge with nodes=2); topology is %s", s.Topology)
 	}
 	if s.Proxy != "" && s.Services == 0 {
 		return fmt.Errorf("knob proxy: needs services=N (the Services kube-proxy programs)")
@@ -381,4 +382,16 @@ func (s *Spec) validate() error {
 		return fmt.Errorf("knob mtu: the host topology uses loopback; its MTU is not a lab knob")
 	}
 	return nil
+}
+
+// fastpathTopo reports whether the eBPF fast path has nodes to run on: the
+// routed presets, and the bridge spanning two nodes.
+func fastpathTopo(s *Spec) bool {
+	switch s.Topology {
+	case TopoNative, TopoVXLAN:
+		return true
+	case TopoBridge:
+		return s.Nodes == 2
+	}
+	return false
 }

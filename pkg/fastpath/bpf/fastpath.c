@@ -13,6 +13,11 @@
 //   from_netdev  on the underlay (native routing) or the VXLAN device
 //                (after decapsulation): a local pod -> bpf_redirect_peer.
 //
+// On an L2 segment (the two-node bridge preset) the same programs skip the
+// bridge instead of the router: a frame for a pod of this node goes
+// straight into it, one for a pod of the other node straight out of the
+// node's uplink port, unchanged (no MAC rewrite, no TTL decrement).
+//
 // Either way the packet never enters the node's IP stack: no netfilter
 // hook, no conntrack, no routing decision, no qdisc on the node-side veth.
 // What the programs do not handle (ARP, IPv6, IP options, fragments, TTL
@@ -34,12 +39,17 @@
 #define AF_INET 2
 #endif
 
-// A pod on this node: its node-side veth and its eth0's MAC.
+// A pod: on this node, its node-side veth and its eth0's MAC; on the other
+// node of an L2 segment (EP_REMOTE), the uplink port that reaches it.
 struct endpoint {
-	__u32 ifindex; // node-side veth: bpf_redirect_peer's target
+	__u32 ifindex; // node-side veth (bpf_redirect_peer) or uplink (EP_REMOTE)
 	__u8 mac[6];   // the pod's eth0
-	__u8 pad[2];
+	__u8 flags;    // EP_*
+	__u8 pad;
 };
+
+#define EP_REMOTE 1 // another node's pod on this L2 segment: out of the uplink as is
+#define EP_L2 2     // same L2 segment: the frame is already addressed to the pod
 
 // A remote pod CIDR reached through a tunnel.
 struct tunnel {
@@ -76,6 +86,7 @@ enum {
 	STAT_NEIGH = 2, // routed out of the underlay, next hop left to the kernel
 	STAT_TUNNEL = 3, // sent into the VXLAN device with a tunnel key
 	STAT_PASS = 4,  // left to the kernel's path
+	STAT_L2 = 5,    // sent out of the uplink unchanged (L2 segment)
 	STAT_MAX,
 };
 
@@ -137,9 +148,11 @@ static __always_inline struct iphdr *parse(struct __sk_buff *skb, struct ethhdr 
 static __always_inline int to_local(struct __sk_buff *skb, struct ethhdr *eth, struct iphdr *ip,
 				    struct endpoint *ep)
 {
-	__builtin_memcpy(eth->h_dest, ep->mac, 6);
-	__builtin_memcpy(eth->h_source, (const void *)gw_mac, 6);
-	dec_ttl(ip);
+	if (!(ep->flags & EP_L2)) {
+		__builtin_memcpy(eth->h_dest, ep->mac, 6);
+		__builtin_memcpy(eth->h_source, (const void *)gw_mac, 6);
+		dec_ttl(ip);
+	}
 	// A frame decapsulated by the VXLAN device was classified against that
 	// device's MAC; in the pod it is addressed to the pod.
 	bpf_skb_change_type(skb, PACKET_HOST);
@@ -157,6 +170,12 @@ int from_pod(struct __sk_buff *skb)
 
 	__u32 daddr = ip->daddr;
 	struct endpoint *ep = bpf_map_lookup_elem(&endpoints, &daddr);
+	if (ep && (ep->flags & EP_REMOTE)) {
+		if (eth->h_dest[0] & 1)
+			return pass(); // not unicast: the bridge floods it
+		count(STAT_L2);
+		return bpf_redirect(ep->ifindex, 0);
+	}
 	if (ep)
 		return to_local(skb, eth, ip, ep);
 
@@ -210,7 +229,7 @@ int from_netdev(struct __sk_buff *skb)
 		return pass();
 	__u32 daddr = ip->daddr;
 	struct endpoint *ep = bpf_map_lookup_elem(&endpoints, &daddr);
-	if (!ep)
+	if (!ep || (ep->flags & EP_REMOTE))
 		return pass();
 	return to_local(skb, eth, ip, ep);
 }
