@@ -27,6 +27,9 @@ func (p profileFlags) options() (*profile.Options, error) {
 	if !p.on {
 		return nil, nil
 	}
+	if p.rate < 1 {
+		return nil, fmt.Errorf("--profile-rate %d: want 1..%d samples per second per CPU", p.rate, profile.MaxFrequency)
+	}
 	o := profile.Options{Frequency: p.rate, Event: profile.Event(p.event)}
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)

@@ -52,15 +52,15 @@ run keeps what it measured and is marked incomplete.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
+			prof, err := o.profile.options()
+			if err != nil {
+				return UsageError{err}
+			}
 			e, err := experiment.Load(ref)
 			if err != nil {
 				return UsageError{err}
 			}
 			if err := o.override(e); err != nil {
-				return UsageError{err}
-			}
-			prof, err := o.profile.options()
-			if err != nil {
 				return UsageError{err}
 			}
 			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output, prof)

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+func TestRunProfileFlagsRefused(t *testing.T) {
+	bin := testns.Binary(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{{"--profile", "--profile-rate", "0"}, {"--profile", "--profile-event", "instructions"}} {
+		db := filepath.Join(dir, "x.db")
+		// The flags are checked before the experiment is even loaded, so a
+		// broken check fails on the missing file instead of running.
+		out, code := runBin(t, bin, append([]string{"run", filepath.Join(dir, "none.yaml"), "--db", db}, args...)...)
+		if code != 2 || !strings.Contains(out, "--profile") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Errorf("%v: exit %d, want 2 and one line naming --profile:\n%s", args, code, out)
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Errorf("%v created the database", args)
+		}
+	}
+}
+
+// TestPrivRunProfile: --profile stores a profile per sample; without it the
+// run stores none.
+func TestPrivRunProfile(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := testns.Binary(t)
+	dir := t.TempDir()
+	exp := filepath.Join(dir, "p.yaml")
+	os.WriteFile(exp, []byte("name: p\ntests: [tcp_lat]\nmsg_sizes: [1]\nduration: 400ms\nwarmup: 200ms\nrepeats: 1\narms: [{name: veth, topology: veth}]\n"), 0o644)
+	for _, profiled := range []bool{true, false} {
+		db := filepath.Join(dir, "p.db")
+		os.Remove(db)
+		args := []string{"run", exp, "--db", db, "--format", "none"}
+		if profiled {
+			args = append(args, "--profile")
+		}
+		if out, code := runBin(t, bin, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+		d, err := store.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := d.Profiles(1)
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case profiled && (len(ps) != 1 || ps[0] == nil || ps[0].Samples < 100 || !strings.Contains(ps[0].Folded, "cnibench")):
+			t.Errorf("--profile stored %+v", ps)
+		case !profiled && len(ps) != 0:
+			t.Errorf("a run without --profile stored %d profiles", len(ps))
+		}
+	}
+}
