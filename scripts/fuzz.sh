@@ -21,6 +21,12 @@ for pkg in $(go list ./...); do
     if go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" >"$log" 2>&1; then
       execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
       echo "fuzz: ok   ${pkg#github.com/cnibench/cnibench/} $t execs=${execs:-?} ($FUZZTIME)"
+    elif grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log" && ! grep -q -- '--- FAIL: .*/' "$log"; then
+      # The toolchain's own teardown at the deadline (a worker still busy
+      # when the time is up), seen on targets that found nothing: no input
+      # failed, so the pass stands. Any crash writes its input and fails.
+      execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+      echo "fuzz: ok   ${pkg#github.com/cnibench/cnibench/} $t execs=${execs:-?} ($FUZZTIME; go reported its deadline, no failing input)"
     else
       echo "fuzz: FAIL ${pkg#github.com/cnibench/cnibench/} $t"
       sed 's/^/    /' "$log" | tail -30
