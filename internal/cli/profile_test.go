@@ -54,6 +54,13 @@ func TestPrivRunProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out, code := runBin(t, bin, "explain", "1", "veth", "veth", "--db", db)
+		switch {
+		case profiled && (code != 0 || !strings.Contains(out, "tcp_lat 1 B: veth costs 0 CPU-µs per transaction")):
+			t.Errorf("explain of a profiled run: exit %d\n%s", code, out)
+		case !profiled && (code != 2 || !strings.Contains(out, "without --profile")):
+			t.Errorf("explain of an unprofiled run: exit %d\n%s", code, out)
+		}
 		switch {
 		case profiled && (len(ps) != 1 || ps[0] == nil || ps[0].Samples < 100 || !strings.Contains(ps[0].Folded, "cnibench")):
 			t.Errorf("--profile stored %+v", ps)

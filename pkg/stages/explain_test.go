@@ -1,0 +1,101 @@
+package stages
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// synthetic builds a run of two arms × 5 repeats of tcp_lat: each repeat
+// 1 s of cpu-clock at 1000 Hz (1 ms per sample), 1000 transactions, so one
+// sample is 1 CPU-µs per transaction. vxlan has 30 encap samples more.
+func synthetic(extraEncap int) ([]store.Sample, map[int]*store.Profile) {
+	var ss []store.Sample
+	ps := map[int]*store.Profile{}
+	seq := 0
+	for r := 0; r < 5; r++ {
+		for _, arm := range []string{"native", "vxlan"} {
+			tcp := 100 + r // a little noise, the same in both arms
+			folded := fmt.Sprintf("cnibench;[user];do_syscall_64;tcp_sendmsg %d\nswapper;do_idle;pv_native_safe_halt 500\ncompile;[user] 50\n", tcp)
+			n := tcp + 550
+			if arm == "vxlan" {
+				e := extraEncap + r
+				folded += fmt.Sprintf("cnibench;[user];do_syscall_64;tcp_sendmsg;ip_output;vxlan_xmit %d\n", e)
+				n += e
+			}
+			ss = append(ss, store.Sample{Seq: seq, Arm: arm, Test: "tcp_lat", MsgSize: 1, Repeat: r,
+				Result: &result.Result{Transactions: &result.Transactions{Count: 1000, PerSec: 1000}}})
+			ps[seq] = &store.Profile{Seq: seq, Event: "cpu-clock", Frequency: 1000, CPUs: 2, WindowNs: 1e9,
+				Samples: uint64(n), PeriodSum: uint64(n) * 1e6, Folded: folded}
+			seq++
+		}
+	}
+	return ss, ps
+}
+
+func TestExplain(t *testing.T) {
+	ss, ps := synthetic(30)
+	cells, err := Cells(ss, ps)
+	if err != nil || len(cells) != 2 {
+		t.Fatalf("Cells = %d, %v", len(cells), err)
+	}
+	es, err := Explain(cells, "native", "vxlan")
+	if err != nil || len(es) != 1 {
+		t.Fatalf("Explain = %v, %v", es, err)
+	}
+	e := es[0]
+	// native: tcp 102 µs (median); vxlan: tcp 102 + encap 32. Idle and the
+	// compiler are not the measurement's CPU.
+	if math.Abs(e.Total.A-102) > 1e-9 || math.Abs(e.Total.B-134) > 1e-9 || !e.Total.Sure {
+		t.Errorf("total = %+v", e.Total)
+	}
+	if p := e.Parts[0]; p.Stage != Tunnel || math.Abs(p.Delta-32) > 1e-9 || !p.Sure {
+		t.Errorf("largest part = %+v", p)
+	}
+	for _, p := range e.Parts {
+		if p.Stage == TCP && (p.Delta != 0 || p.Sure) {
+			t.Errorf("tcp, the same in both arms, = %+v", p)
+		}
+		if !Busy(p.Stage) {
+			t.Errorf("%s counted as the measurement's CPU", p.Stage)
+		}
+	}
+	var w bytes.Buffer
+	WriteText(&w, es)
+	if !strings.Contains(w.String(), "vxlan costs 32 CPU-µs per transaction more than native") || !strings.Contains(w.String(), "encap +32") {
+		t.Errorf("text:\n%s", w.String())
+	}
+	if _, err := Explain(cells, "native", "geneve"); err == nil || !strings.Contains(err.Error(), "native, vxlan") {
+		t.Errorf("unknown arm: %v", err)
+	}
+}
+
+func TestCellsMissingCost(t *testing.T) {
+	ss, ps := synthetic(10)
+	ps[1].Event = "cycles"
+	ss[3].Result = &result.Result{}
+	ps[4] = &store.Profile{Seq: 4, Missing: "the client ended before its warmup did"}
+	cells, err := Cells(ss, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, c := range cells {
+		for _, r := range c.Repeats {
+			if r.Missing != "" {
+				if r.Cost != nil || r.Total != nil {
+					t.Errorf("repeat %d has a cost and a reason", r.Seq)
+				}
+				missing = append(missing, r.Missing)
+			}
+		}
+	}
+	if len(missing) != 3 {
+		t.Errorf("reasons: %q", missing)
+	}
+}
