@@ -3,11 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/stages"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // profileFlags are --profile and its rate and event.
@@ -15,19 +18,53 @@ type profileFlags struct {
 	on    bool
 	rate  int
 	event string
+	arms  []string
 }
 
 func addProfileFlags(cmd *cobra.Command, p *profileFlags) {
 	f := cmd.Flags()
 	f.BoolVar(&p.on, "profile", false, "sample every CPU (perf events, kernel callchains) during each measured window and report CPU by datapath stage; needs root or CAP_PERFMON")
 	f.IntVar(&p.rate, "profile-rate", profile.DefaultFrequency, fmt.Sprintf("with --profile: samples per second per CPU (1..%d)", profile.MaxFrequency))
+	f.StringSliceVar(&p.arms, "profile-arms", nil, "with --profile: profile only these arms (e.g. to measure the profiler's overhead against the same arm unprofiled)")
 	f.StringVar(&p.event, "profile-event", "", "with --profile: cycles or cpu-clock (default: cycles where the host has a PMU, cpu-clock otherwise)")
 }
 
+// armSet is --profile-arms as a set, checked against the experiment's arms
+// (nil: every arm).
+func (p profileFlags) armSet(e *experiment.Experiment) (map[string]bool, error) {
+	if len(p.arms) == 0 {
+		return nil, nil
+	}
+	have := map[string]bool{}
+	var names []string
+	for _, a := range e.Arms {
+		have[a.Name] = true
+		names = append(names, a.Name)
+	}
+	set := map[string]bool{}
+	for _, a := range p.arms {
+		if !have[a] {
+			return nil, fmt.Errorf("--profile-arms: no arm %q (arms: %s)", a, strings.Join(names, ", "))
+		}
+		set[a] = true
+	}
+	return set, nil
+}
+
+// profileRequest is what runExperiment needs to profile: the sampler's
+// options and the arms to profile (nil: all).
+type profileRequest struct {
+	profile.Options
+	Arms map[string]bool
+}
+
 // options returns nil without --profile.
-func (p profileFlags) options() (*profile.Options, error) {
+func (p profileFlags) options() (*profileRequest, error) {
 	if !p.on {
 		return nil, nil
+	}
+	if len(p.arms) > 0 && !p.on {
+		return nil, fmt.Errorf("--profile-arms needs --profile")
 	}
 	if p.rate < 1 {
 		return nil, fmt.Errorf("--profile-rate %d: want 1..%d samples per second per CPU", p.rate, profile.MaxFrequency)
@@ -36,7 +73,7 @@ func (p profileFlags) options() (*profile.Options, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	return &o, nil
+	return &profileRequest{Options: o}, nil
 }
 
 func newExplainCmd() *cobra.Command {
@@ -104,4 +141,25 @@ stack is classified, are documented in docs/profiling.md.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	cmd.Flags().StringVar(&test, "test", "", "only this test")
 	return cmd
+}
+
+// runStages is a run's CPU by stage, nil for a run taken without --profile.
+func runStages(db *store.DB, run *store.Run, samples []store.Sample) (*stages.Report, error) {
+	profs, err := db.Profiles(run.ID)
+	if err != nil || len(profs) == 0 {
+		return nil, err
+	}
+	cells, err := stages.Cells(samples, profs)
+	if err != nil {
+		return nil, err
+	}
+	return &stages.Report{Cells: cells}, nil
+}
+
+func (s *runSource) stages(ref string, run *store.Run, samples []store.Sample) (*stages.Report, error) {
+	db, _, err := s.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	return runStages(db, run, samples)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -68,6 +69,16 @@ func newRunSource(defaultPath string) *runSource {
 }
 
 func (s *runSource) get(ref string) (*store.Run, []store.Sample, error) {
+	db, ref, err := s.resolve(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	return getRun(db, ref)
+}
+
+// resolve opens (once) the database a reference names and returns the
+// reference within it.
+func (s *runSource) resolve(ref string) (*store.DB, string, error) {
 	path := s.defaultPath
 	if i := strings.LastIndex(ref, ":"); i > 0 {
 		if st, err := os.Stat(ref[:i]); err == nil && !st.IsDir() {
@@ -78,11 +89,11 @@ func (s *runSource) get(ref string) (*store.Run, []store.Sample, error) {
 	if !ok {
 		var err error
 		if db, err = openExistingDB(path); err != nil {
-			return nil, nil, err
+			return nil, "", err
 		}
 		s.dbs[path] = db
 	}
-	return getRun(db, ref)
+	return db, ref, nil
 }
 
 func (s *runSource) Close() {
@@ -238,6 +249,7 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 			src := newRunSource(dbPath)
 			defer src.Close()
 			var in []report.Input
+			var sts []*stages.Report
 			for _, ref := range args {
 				r, ss, err := src.get(ref)
 				if err != nil {
@@ -248,10 +260,15 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 						return UsageError{err}
 					}
 				}
+				st, err := src.stages(ref, r, ss)
+				if err != nil {
+					return err
+				}
 				in = append(in, report.Input{Run: r, Samples: ss})
+				sts = append(sts, st)
 			}
 			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
-				return report.RenderRuns(w, format, in)
+				return report.RenderRunsStages(w, format, in, sts)
 			})
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
@@ -62,6 +63,11 @@ run keeps what it measured and is marked incomplete.`,
 			}
 			if err := o.override(e); err != nil {
 				return UsageError{err}
+			}
+			if prof != nil {
+				if prof.Arms, err = o.profile.armSet(e); err != nil {
+					return UsageError{err}
+				}
 			}
 			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output, prof)
 		},
@@ -112,14 +118,16 @@ func (o *runOptions) override(e *experiment.Experiment) error {
 }
 
 // runExperiment executes e, stores it, and renders the report.
-func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string, prof *profile.Options) error {
+func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string, prof *profileRequest) error {
 	if os.Geteuid() != 0 {
 		return errors.New("running an experiment builds network namespaces and needs root: run it with sudo")
 	}
 	// A missing perf permission is found before anything is built.
 	var profiler experiment.Profiler
+	var profArms map[string]bool
 	if prof != nil {
-		sess, err := profile.Open(*prof)
+		profArms = prof.Arms
+		sess, err := profile.Open(prof.Options)
 		if err != nil {
 			return fmt.Errorf("--profile: %w", err)
 		}
@@ -148,12 +156,13 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 	}
 	fmt.Fprintf(stderr, "experiment %s: %d arms, %d steps\n", e.Name, len(e.Arms), len(e.Plan()))
 	runID, err := experiment.Execute(ctx, e, experiment.Options{
-		Labs:       experiment.Labs{},
-		Measurer:   experiment.Drivers{},
-		Sink:       experiment.StoreSink{DB: db, Kind: kind, Host: hostFP},
-		Progress:   stderr,
-		IsTerminal: tty,
-		Profiler:   profiler,
+		Labs:        experiment.Labs{},
+		Measurer:    experiment.Drivers{},
+		Sink:        experiment.StoreSink{DB: db, Kind: kind, Host: hostFP},
+		Progress:    stderr,
+		IsTerminal:  tty,
+		Profiler:    profiler,
+		ProfileArms: profArms,
 	})
 	if runID != 0 {
 		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())
@@ -188,5 +197,9 @@ func renderRun(db *store.DB, runID int64, format, output string, stdout io.Write
 		defer f.Close()
 		w = f
 	}
-	return report.Render(w, format, run, samples)
+	st, err := runStages(db, run, samples)
+	if err != nil {
+		return err
+	}
+	return report.RenderRunsStages(w, format, []report.Input{{Run: run, Samples: samples}}, []*stages.Report{st})
 }

@@ -83,6 +83,9 @@ type Options struct {
 	// Profiler, when set, samples every CPU during each step's measured
 	// window (--profile); nil changes nothing about the run.
 	Profiler Profiler
+	// ProfileArms limits profiling to these arms (nil: every arm), so one
+	// interleaved run can measure the profiler's own overhead.
+	ProfileArms map[string]bool
 }
 
 // ErrInterrupted is returned when the run's context was cancelled; the run is
@@ -311,7 +314,7 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, la
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
 	}
 	req.Spec = spec
-	if o.Profiler != nil {
+	if o.Profiler != nil && (o.ProfileArms == nil || o.ProfileArms[a.Name]) {
 		res, prof, why, merr := measureProfiled(ctx, o.Measurer, req, o.Profiler)
 		if prof != nil {
 			// Every repeat of a cell shares the cell's bound.

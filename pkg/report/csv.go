@@ -56,6 +56,17 @@ func writeCSV(w io.Writer, models []*Model) error {
 				return err
 			}
 		}
+		if r.Stages != nil {
+			for _, s := range r.Stages.Rows() {
+				row := make([]string, len(CSVHeader))
+				copy(row, []string{id, r.Name, r.Host.Hostname, r.Host.Kernel, s.Arm, s.Test, strconv.Itoa(s.MsgSize), s.Metric, s.Unit,
+					strconv.FormatFloat(s.Value, 'g', 6, 64)})
+				row[13] = strconv.Itoa(s.N)
+				if err := cw.Write(row); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	cw.Flush()
 	return cw.Error()

@@ -116,6 +116,11 @@ func writeHTML(w io.Writer, models []*Model) error {
 		b.WriteString(cdfChart(models, gr))
 		fmt.Fprintf(&b, "<figcaption>%s %s: round-trip latency CDF of the repeat closest to each arm's median.</figcaption>\n</figure>\n", esc(gr.Test), esc(FormatSize(gr.Size)))
 	}
+	for _, m := range models {
+		if m.Stages != nil {
+			b.WriteString(m.Stages.HTML())
+		}
+	}
 	b.WriteString("</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err

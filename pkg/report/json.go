@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"io"
 	"math"
 	"time"
@@ -39,6 +40,8 @@ type JSONRun struct {
 	Cells      []JSONCell         `json:"cells"`
 	// Missing lists every cell without a value and why.
 	Missing []JSONMissing `json:"missing"`
+	// Stages is CPU by datapath stage, for runs taken with --profile.
+	Stages *stages.Report `json:"stages,omitempty"`
 }
 
 // JSONArm is one arm's configuration.
@@ -125,7 +128,7 @@ func buildJSON(models []*Model) JSONReport {
 		r := m.Run
 		jr := JSONRun{ID: r.ID, Name: r.Name, Kind: r.Kind, Complete: r.Complete, Status: r.Status,
 			Started: r.Started.UTC(), Shape: m.Shape, Host: r.Host, Labels: nonNilMap(r.Labels),
-			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}}
+			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}, Stages: m.Stages}
 		if !r.Finished.IsZero() {
 			f := r.Finished.UTC()
 			jr.Finished = &f

@@ -11,6 +11,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"math"
 	"sort"
 	"strings"
@@ -188,6 +189,8 @@ type Model struct {
 	// Keys lists every cell with a value or a reason, in report order.
 	Keys  []cellKey
 	Flags []Flag
+	// Stages is CPU by datapath stage (--profile), rendered after the cells.
+	Stages *stages.Report
 }
 
 // Cell returns the cell for a key, or nil.

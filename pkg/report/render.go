@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"io"
 	"math"
 	"sort"
@@ -39,12 +40,21 @@ func Render(w io.Writer, format string, run *store.Run, samples []store.Sample) 
 // by side, each row labelled with its run and host fingerprint (the Cilium
 // document's per-distro table); ratios stay within each run.
 func RenderRuns(w io.Writer, format string, in []Input) error {
+	return RenderRunsStages(w, format, in, nil)
+}
+
+// RenderRunsStages is RenderRuns with each run's CPU by datapath stage
+// (st[i] for in[i]; nil, or a nil entry, for runs taken without --profile).
+func RenderRunsStages(w io.Writer, format string, in []Input, st []*stages.Report) error {
 	if len(in) == 0 {
 		return fmt.Errorf("report: no run given")
 	}
 	models := make([]*Model, len(in))
 	for i, x := range in {
 		models[i] = Analyze(x.Run, x.Samples)
+		if i < len(st) {
+			models[i].Stages = st[i]
+		}
 	}
 	switch format {
 	case FormatTable:

@@ -77,6 +77,12 @@ func writeText(w io.Writer, models []*Model) error {
 			fmt.Fprintln(&b, wrap("  ! "+s, 100, "    "))
 		}
 	}
+	for _, m := range models {
+		if m.Stages != nil {
+			fmt.Fprintln(&b)
+			m.Stages.WriteText(&b)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

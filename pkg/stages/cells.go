@@ -6,6 +6,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -36,13 +37,19 @@ type Repeat struct {
 // Cell is one arm, test and size: the repeats' profiles merged for the
 // shares, and the per-repeat costs for explain's significance.
 type Cell struct {
-	Arm     string            `json:"arm"`
-	Test    string            `json:"test"`
-	MsgSize int               `json:"msg_size_bytes"`
-	Unit    string            `json:"unit"`
-	Shares  Breakdown         `json:"shares"` // all repeats' samples together
-	Repeats []Repeat          `json:"repeats"`
-	Stacks  map[string]uint64 `json:"-"`
+	Arm     string    `json:"arm"`
+	Test    string    `json:"test"`
+	MsgSize int       `json:"msg_size_bytes"`
+	Unit    string    `json:"unit"`
+	Shares  Breakdown `json:"shares"` // all repeats' samples together
+	Repeats []Repeat  `json:"repeats"`
+	// Cost is the median over the repeats of each busy stage's cost in
+	// Unit, Total the median of the repeats' totals; nil (with
+	// CostMissing) when no repeat could be costed.
+	Cost        map[Stage]float64 `json:"cost,omitempty"`
+	Total       *float64          `json:"total,omitempty"`
+	CostMissing string            `json:"cost_missing,omitempty"`
+	Stacks      map[string]uint64 `json:"-"`
 }
 
 // unitOf: streams are costed per GB, everything else per transaction.
@@ -115,6 +122,18 @@ func Cells(samples []store.Sample, profiles map[int]*store.Profile) ([]*Cell, er
 	for _, k := range order {
 		c := byKey[k]
 		c.Shares = Aggregate(c.Stacks)
+		if t := c.totals(); len(t) > 0 {
+			m := stats.Median(t)
+			c.Total = &m
+			c.Cost = map[Stage]float64{}
+			for _, sh := range c.Shares.Stages {
+				if Busy(sh.Stage) && sh.Self > 0 {
+					c.Cost[sh.Stage] = stats.Median(c.costs(sh.Stage))
+				}
+			}
+		} else {
+			c.CostMissing = firstMissing(c)
+		}
 		out = append(out, c)
 	}
 	return out, nil

@@ -43,15 +43,20 @@ func Classify(stack string) Stage {
 }
 
 // measuredComms are the processes a measurement runs or drives: the
-// engines and reference tools, Open vSwitch, and the kernel's own threads
-// (idle, softirq, workqueues). Prefix match.
-var measuredComms = []string{"cnibench", "qperf", "iperf3", "iperf", "sockperf", "netperf", "ovs-vswitchd",
-	"ovsdb-server", "swapper", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"}
+// engines and reference tools, Open vSwitch, and (measuredPrefixes) the
+// kernel's own threads: idle, softirq, workqueues.
+var measuredComms = map[string]bool{"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true,
+	"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true}
+
+var measuredPrefixes = []string{"swapper/", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"}
 
 // MeasuredComm reports whether a process belongs to the measurement (see
 // OtherProcs for what happens to the rest).
 func MeasuredComm(comm string) bool {
-	for _, p := range measuredComms {
+	if measuredComms[comm] {
+		return true
+	}
+	for _, p := range measuredPrefixes {
 		if strings.HasPrefix(comm, p) {
 			return true
 		}

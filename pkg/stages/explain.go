@@ -87,7 +87,9 @@ func Explain(cells []*Cell, a, b string) ([]Explanation, error) {
 		}
 		e.Total = part("total", ta, tb)
 		for _, s := range busyStages(ca, cb) {
-			e.Parts = append(e.Parts, part(s, ca.costs(s), cb.costs(s)))
+			if p := part(s, ca.costs(s), cb.costs(s)); p.A != 0 || p.B != 0 {
+				e.Parts = append(e.Parts, p)
+			}
 		}
 		sort.SliceStable(e.Parts, func(i, j int) bool { return math.Abs(e.Parts[i].Delta) > math.Abs(e.Parts[j].Delta) })
 		if len(ta) < 2 || len(tb) < 2 {
