@@ -680,14 +680,31 @@ func (ss *session) snapshot() serverSnap {
 	return s
 }
 
+// queued reports whether a stream's socket holds a datagram not yet read
+// (SIOCINQ: for UDP, the size of the next pending datagram, 0 if none).
+func (ss *session) queued() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, fd := range ss.fds {
+		if n, err := unix.IoctlGetInt(fd, unix.SIOCINQ); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // finish waits for in-flight datagrams, takes the stop snapshot, ends the
 // loops and builds the report.
 func (ss *session) finish(a serverSnap, udpSent []int64) *Report {
 	if ss.setup.Test == result.UDPBW {
 		// Datagrams sent just before stop may still be in flight or queued:
-		// wait until 100 ms pass without one (at most 2 s).
+		// wait until 100 ms pass without one and every stream's socket is
+		// read empty (at most 2 s). The quiet time alone is not enough: a
+		// receiver that was descheduled (or stopped) for 100 ms has a full
+		// queue it has not read yet, and those datagrams were delivered,
+		// not lost.
 		deadline := nanotime() + 2e9
-		for nanotime() < deadline && nanotime()-ss.lastRecv.Load() < 100e6 {
+		for nanotime() < deadline && (nanotime()-ss.lastRecv.Load() < 100e6 || ss.queued()) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}

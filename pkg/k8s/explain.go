@@ -100,6 +100,15 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// retried reports a waiting state the kubelet gets out of by itself: a
+// container whose Secret or ConfigMap the kubelet had not cached yet
+// ("failed to sync secret cache: timed out waiting for the condition",
+// seen right after the run's token Secret was created on a loaded node).
+// A Secret that does not exist says "not found" and stays hopeless.
+func retried(w *corev1.ContainerStateWaiting) bool {
+	return w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "failed to sync")
+}
+
 // hopeless reports whether a pod can no longer become Ready or finish, so
 // the wait can stop before its timeout.
 func hopeless(pod *corev1.Pod) bool {
@@ -108,7 +117,7 @@ func hopeless(pod *corev1.Pod) bool {
 	}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range list {
-			if w := cs.State.Waiting; w != nil && (imageErrors[w.Reason] || fatalWaiting[w.Reason]) {
+			if w := cs.State.Waiting; w != nil && (imageErrors[w.Reason] || fatalWaiting[w.Reason]) && !retried(w) {
 				return true
 			}
 		}

@@ -69,6 +69,18 @@ func TestExplain(t *testing.T) {
 	if !hopeless(imagePull) || !hopeless(crash) || hopeless(unsched) || hopeless(quiet) {
 		t.Error("hopeless() misjudges")
 	}
+	// The kubelet retries a Secret it has not cached yet; a missing one
+	// stays missing.
+	config := func(msg string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "cnibench",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}}}}}
+	}
+	if hopeless(config("failed to sync secret cache: timed out waiting for the condition")) {
+		t.Error("a secret cache still syncing judged hopeless")
+	}
+	if !hopeless(config(`secret "cnb-x-token" not found`)) {
+		t.Error("a missing secret judged worth waiting for")
+	}
 }
 
 func TestAPIError(t *testing.T) {
