@@ -14,6 +14,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/limits"
+	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
@@ -27,6 +28,8 @@ type clientFlags struct {
 	portSet                            bool // --port given explicitly
 	duration, warmup                   time.Duration
 	json                               bool
+	profile                            profileFlags
+	profileDir                         string
 }
 
 // clientPlan is the validated form of clientFlags.
@@ -100,10 +103,27 @@ through a reference tool (its server must be running on --server).`,
 			if err != nil {
 				return UsageError{err}
 			}
+			prof, err := f.profile.options()
+			if err != nil {
+				return UsageError{err}
+			}
+			// A missing perf permission is found before anything is measured.
+			var sess *profile.Session
+			if prof != nil {
+				if sess, err = profile.Open(prof.Options); err != nil {
+					return fmt.Errorf("--profile: %w", err)
+				}
+				defer sess.Close()
+			}
 			set := &result.Set{Schema: result.SetSchemaVersion}
 			for _, t := range p.tests {
 				for _, size := range p.sizes {
-					r, err := runOne(cmd.Context(), f, p, t, size)
+					var r *result.Result
+					if sess == nil {
+						r, err = runOne(cmd.Context(), f, p, t, size)
+					} else {
+						r, err = runProfiled(cmd.Context(), cmd.ErrOrStderr(), sess, f, p, t, size)
+					}
 					if err != nil {
 						return err
 					}
@@ -130,6 +150,8 @@ through a reference tool (its server must be running on --server).`,
 	fl.StringVar(&f.rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
 	fl.StringVar(&f.engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
 	fl.StringVar(&f.token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")
+	addProfileFlags(cmd, &f.profile)
+	fl.StringVar(&f.profileDir, "profile-dir", "", "with --profile: also write each test's folded stacks to DIR/<test>-<size>.folded")
 	fl.BoolVar(&f.json, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
 	return cmd
 }

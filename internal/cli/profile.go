@@ -1,16 +1,24 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/profile"
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/units"
 )
 
 // profileFlags are --profile and its rate and event.
@@ -162,4 +170,71 @@ func (s *runSource) stages(ref string, run *store.Run, samples []store.Sample) (
 		return nil, err
 	}
 	return runStages(db, run, samples)
+}
+
+// runProfiled runs one client test with the CPUs sampled from the end of
+// its warmup for its duration (the client starts its warmup as it is
+// called), then prints the window's CPU by stage to w (standard error, so
+// --json output stays one document).
+func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, error) {
+	var (
+		mu      sync.Mutex
+		started bool
+		prof    *profile.Profile
+		perr    error
+	)
+	stop := func() {
+		if started && prof == nil && perr == nil {
+			prof, perr = sess.Stop()
+		}
+	}
+	t1 := time.AfterFunc(f.warmup, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if prof == nil && perr == nil {
+			if perr = sess.Start(); perr == nil {
+				started = true
+			}
+		}
+	})
+	t2 := time.AfterFunc(f.warmup+f.duration, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stop()
+	})
+	r, err := runOne(ctx, f, p, test, size)
+	t1.Stop()
+	t2.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	if prof == nil {
+		reason := "the test ended before its warmup did"
+		if perr != nil {
+			reason = perr.Error()
+		}
+		fmt.Fprintf(w, "%s %s: no profile: %s\n", test, units.FormatSize(size), reason)
+		return r, nil
+	}
+	var folded strings.Builder
+	if err := profile.WriteFolded(&folded, prof.Stacks); err != nil {
+		return nil, err
+	}
+	if f.profileDir != "" {
+		path := filepath.Join(f.profileDir, fmt.Sprintf("%s-%s.folded", test, units.FormatSize(size)))
+		if err := os.WriteFile(path, []byte(folded.String()), 0o644); err != nil {
+			return nil, fmt.Errorf("--profile-dir: %w", err)
+		}
+	}
+	sp := &store.Profile{Seq: 0, Event: string(prof.Event), Frequency: prof.Frequency, CPUs: prof.CPUs, WindowNs: prof.WindowNs,
+		Samples: prof.Samples, Lost: prof.Lost, PeriodSum: prof.PeriodSum, Folded: folded.String()}
+	cells, err := stages.Cells([]store.Sample{{Arm: "client", Test: test, MsgSize: size, Result: r}}, map[int]*store.Profile{0: sp})
+	if err != nil {
+		return nil, err
+	}
+	(&stages.Report{Cells: cells}).WriteText(w)
+	return r, nil
 }

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -67,5 +69,28 @@ func TestPrivRunProfile(t *testing.T) {
 		case !profiled && len(ps) != 0:
 			t.Errorf("a run without --profile stored %d profiles", len(ps))
 		}
+	}
+}
+
+// TestPrivClientProfile: client --profile prints CPU by stage per test and
+// writes the folded stacks where --profile-dir says.
+func TestPrivClientProfile(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := testns.Binary(t)
+	dir := t.TempDir()
+	srv := exec.Command(bin, "server", "--listen", "127.0.0.1:17391")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	out, code := runBin(t, bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
+		"--duration", "500ms", "--warmup", "200ms", "--profile", "--profile-dir", dir)
+	if code != 0 || !strings.Contains(out, "client       tcp_lat 1B: ") || !strings.Contains(out, "CPU-µs per transaction") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tcp_lat-1.folded"))
+	if err != nil || !strings.Contains(string(b), "cnibench;") {
+		t.Errorf("folded stacks: %v\n%.300s", err, b)
 	}
 }
