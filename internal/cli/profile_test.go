@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,5 +93,47 @@ func TestPrivClientProfile(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "tcp_lat-1.folded"))
 	if err != nil || !strings.Contains(string(b), "cnibench;") {
 		t.Errorf("folded stacks: %v\n%.300s", err, b)
+	}
+}
+
+// TestPrivProfileHeavyNetfilter: with 10,000 linear NetworkPolicy-style
+// rules walked by every new connection, netfilter is the top stage of
+// tcp_crr's busy CPU.
+func TestPrivProfileHeavyNetfilter(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := testns.Binary(t)
+	dir := t.TempDir()
+	exp := filepath.Join(dir, "h.yaml")
+	os.WriteFile(exp, []byte("name: h\ntests: [tcp_crr]\nmsg_sizes: [1]\nduration: 700ms\nwarmup: 200ms\nrepeats: 1\n"+
+		"arms: [{name: linear, topology: native, knobs: {policies: \"10000\", policy_mode: linear}}]\n"), 0o644)
+	out, code := runBin(t, bin, "run", exp, "--db", filepath.Join(dir, "h.db"), "--profile", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	var rep struct {
+		Runs []struct {
+			Stages struct {
+				Cells []struct {
+					Shares struct {
+						Stages []struct {
+							Stage string `json:"stage"`
+							Self  uint64 `json:"self_samples"`
+						} `json:"stages"`
+					} `json:"shares"`
+				} `json:"cells"`
+			} `json:"stages"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil || len(rep.Runs) != 1 || len(rep.Runs[0].Stages.Cells) != 1 {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	top, max := "", uint64(0)
+	for _, s := range rep.Runs[0].Stages.Cells[0].Shares.Stages {
+		if s.Stage != "idle" && s.Stage != "other-processes" && s.Self > max {
+			top, max = s.Stage, s.Self
+		}
+	}
+	if top != "netfilter" {
+		t.Errorf("top busy stage %q, want netfilter: %+v", top, rep.Runs[0].Stages.Cells[0].Shares.Stages)
 	}
 }

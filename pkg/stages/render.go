@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/units"
 )
 
 // Report is the CPU-by-stage part of a run's report (runs taken with
@@ -92,7 +94,7 @@ func (r *Report) HTML() string {
 	const width, barH, labelW, costW = 560, 18, 120, 170
 	for _, g := range groups {
 		cells := seen[g]
-		fmt.Fprintf(&b, "<h3>%s %d B</h3>\n", html.EscapeString(g.test), g.size)
+		fmt.Fprintf(&b, "<h3>%s %s B</h3>\n", html.EscapeString(g.test), units.FormatSize(g.size))
 		h := len(cells)*(barH+8) + 8
 		fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"CPU by stage, %s\">\n", labelW+width+costW, h, html.EscapeString(g.test))
 		used := map[Stage]bool{}
@@ -175,6 +177,6 @@ func (r *Report) WriteText(w io.Writer) {
 			long, _ := unitText(c.Unit)
 			cost = strconv.FormatFloat(*c.Total, 'g', 3, 64) + " " + long
 		}
-		fmt.Fprintf(w, "  %-12s %s %dB: %s; %s\n", c.Arm, c.Test, c.MsgSize, cost, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  %-12s %s %sB: %s; %s\n", c.Arm, c.Test, units.FormatSize(c.MsgSize), cost, strings.Join(parts, ", "))
 	}
 }
