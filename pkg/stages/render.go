@@ -55,7 +55,7 @@ func (r *Report) Rows() []CSVRow {
 // palette gives each stage a fixed colour, so bars compare across cells.
 var palette = map[Stage]string{
 	Syscall: "#9e9e9e", Socket: "#8d6e63", TCP: "#1f77b4", UDP: "#17becf", IP: "#2ca02c", Netfilter: "#d62728",
-	Conntrack: "#ff7f0e", NAT: "#e377c2", Netdev: "#bcbd22", Veth: "#9467bd", Bridge: "#7f7f7f", Tunnel: "#8c564b",
+	Conntrack: "#ff7f0e", NAT: "#e377c2", Netdev: "#bcbd22", Veth: "#9467bd", Bridge: "#7f7f7f", Tunnel: "#b8860b",
 	OVS: "#393b79", BPF: "#637939", Softirq: "#aec7e8", Wakeup: "#ffbb78", Scheduler: "#c5b0d5",
 	Idle: "#eeeeee", KernelRest: "#dbdb8d", OtherProcs: "#f7f7f7",
 }
@@ -138,6 +138,13 @@ func (r *Report) HTML() string {
 			fmt.Fprintf(&b, "<span style=\"display:inline-block;width:10px;height:10px;background:%s\"></span> %s &nbsp; ", colour(Stage(n)), html.EscapeString(n))
 		}
 		b.WriteString("</p>\n")
+		for _, c := range cells {
+			if len(c.Stacks) == 0 {
+				continue
+			}
+			title := fmt.Sprintf("%s %s %sB, all repeats", c.Arm, g.test, units.FormatSize(g.size))
+			fmt.Fprintf(&b, "<details><summary>flame graph: %s</summary>\n%s</details>\n", html.EscapeString(title), FlameSVG(c.Stacks, title))
+		}
 	}
 	return b.String()
 }

@@ -38,12 +38,28 @@ func TestReportRender(t *testing.T) {
 			t.Errorf("svg does not parse: %v", err)
 		}
 	}
-	if strings.Count(h, "<svg") != 1 || !strings.Contains(h, "<title>encap:") || strings.Contains(h, "<title>idle:") {
+	if strings.Count(h, "<svg") != 3 || strings.Count(h, "<details>") != 2 || !strings.Contains(h, "<title>encap:") || strings.Contains(h, "<title>idle:") {
 		t.Errorf("html:\n%s", h)
 	}
 	var w bytes.Buffer
 	r.WriteText(&w)
 	if !strings.Contains(w.String(), "vxlan        tcp_lat 1B: 134 CPU-µs per transaction") {
 		t.Errorf("text:\n%s", w.String())
+	}
+}
+
+func TestFlameSVG(t *testing.T) {
+	svg := FlameSVG(map[string]uint64{"cnibench;[user];do_syscall_64;tcp_sendmsg": 3, "cnibench;[user]": 1, "swapper;do_idle;pv_native_safe_halt": 4}, "t")
+	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+		t.Fatalf("flame graph does not parse: %v\n%s", err, svg)
+	}
+	for _, want := range []string{"<title>all: 8 samples, 100.00%</title>", "<title>tcp_sendmsg: 3 samples, 37.50%</title>",
+		"<title>cnibench: 4 samples, 50.00%</title>", `fill="` + colour(TCP) + `"`, `fill="` + colour(Idle) + `"`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("flame graph lacks %s", want)
+		}
+	}
+	if FlameSVG(nil, "empty") != "" {
+		t.Error("an empty profile drew a graph")
 	}
 }
