@@ -180,7 +180,7 @@ func conditionFlags(m *Model, used, retaken []store.Sample) []Flag {
 	}
 	if wake > 0 {
 		flags = append(flags, Flag{"wakeup", fmt.Sprintf(
-			"%s with a one-way latency at most %.0f× the cost of waking an idle CPU here (%.1f µs, calibrated at the start of the run): most of it is wake-up, not datapath; compare with --wakeup spin or hold",
+			"%s with a one-way latency at most %.0f× what waking a blocked thread on another CPU costs here with no policy (%.1f µs one way: a pipe ping-pong between two pinned threads, calibrated at the start of the run): most of it is the host's wake-up path, not the datapath; compare arms on the same policy, or try --wakeup spin or hold",
 			cells(wake), 1/WakeupShare, cost)})
 	}
 	return flags

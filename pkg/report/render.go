@@ -398,7 +398,7 @@ func legend(models []*Model, cols []Column) []string {
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
 	if anyFlag(models, "disturbed", "wakeup") {
-		l += fmt.Sprintf(" [N disturbed]: N samples taken while other processes, steal or a slowed spin loop disturbed the machine; [wakeup]: waking an idle CPU costs ≥ %.0f%% of the one-way latency.", WakeupShare*100)
+		l += fmt.Sprintf(" [N disturbed]: N samples taken while other processes, steal or a slowed spin loop disturbed the machine; [wakeup]: waking a blocked thread on another CPU costs ≥ %.0f%% of the one-way latency.", WakeupShare*100)
 	}
 	out := []string{l}
 	for _, m := range models {

@@ -26,7 +26,9 @@ const SpinComm = "cnb-spin"
 
 // Held is a policy in force until Release.
 type Held struct {
-	Policy  Policy
+	Policy Policy
+	// Pid is the spinner's process id (spin only).
+	Pid     int
 	release func() error
 }
 
@@ -129,7 +131,7 @@ func startSpin(exe string) (*Held, error) {
 		cmd.Wait()
 		return nil, errors.New("wake-up policy spin: spinner not ready after 5s")
 	}
-	return &Held{Policy: Spin, release: stop}, nil
+	return &Held{Policy: Spin, Pid: cmd.Process.Pid, release: stop}, nil
 }
 
 // Main is the spinner process: one SCHED_IDLE, nice 19 thread pinned to each

@@ -1,8 +1,11 @@
 package wakeup
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,14 +102,18 @@ func TestPrivHoldAndSpin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countComm(t, SpinComm); n != 1 {
-		t.Errorf("%d %s processes while spinning, want 1", n, SpinComm)
+	comm := func() string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", s.Pid))
+		return strings.TrimSpace(string(b))
+	}
+	if comm() != SpinComm {
+		t.Errorf("spinner pid %d is %q, want %s", s.Pid, comm(), SpinComm)
 	}
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if n := countComm(t, SpinComm); n != 0 {
-		t.Errorf("%d %s processes after release", n, SpinComm)
+	if comm() != "" {
+		t.Errorf("spinner %d still there after release", s.Pid)
 	}
 
 	c, err := Calibrate(Detect("/sys"), Options{Exe: bin}, 2, 50*time.Millisecond)
@@ -116,20 +123,61 @@ func TestPrivHoldAndSpin(t *testing.T) {
 	if c.OneWayUs[None] <= 0 || c.Chosen == "" || c.Why == "" {
 		t.Errorf("calibration %+v", c)
 	}
-	if n := countComm(t, SpinComm); n != 0 {
-		t.Errorf("%d %s processes after calibration", n, SpinComm)
-	}
 	t.Logf("calibration: %s → %s", c.Why, c.Chosen)
 }
 
-func countComm(t *testing.T, comm string) int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && strings.TrimSpace(string(b)) == comm {
-			n++
+// TestMain lets the test binary play a cnibench run that starts a spinner
+// and is then SIGKILLed (see TestPrivSpinnerDiesWithKilledParent).
+func TestMain(m *testing.M) {
+	if os.Getenv("CNB_WAKEUP_HELPER") == "1" {
+		h, err := Start(Spin, Options{Exe: os.Getenv("CNIBENCH_BIN")})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
 		}
+		fmt.Println("spinning", h.Pid)
+		select {}
 	}
-	return n
+	os.Exit(m.Run())
+}
+
+// A run killed with SIGKILL cannot release its policy; the spinner must die
+// with it (PR_SET_PDEATHSIG), leaving no CPU busy.
+func TestPrivSpinnerDiesWithKilledParent(t *testing.T) {
+	bin := os.Getenv("CNIBENCH_BIN")
+	if os.Geteuid() != 0 || bin == "" {
+		t.Skip("needs root and CNIBENCH_BIN")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "CNB_WAKEUP_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	var pid int
+	if _, err := fmt.Sscanf(line, "spinning %d", &pid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper: %q", line)
+	}
+	comm := func() string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.TrimSpace(string(b))
+	}
+	if comm() != SpinComm {
+		t.Errorf("pid %d is %q while the helper runs, want %s", pid, comm(), SpinComm)
+	}
+	cmd.Process.Kill() // SIGKILL: no deferred release runs
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for comm() == SpinComm {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spinner outlived its SIGKILLed parent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
