@@ -238,3 +238,31 @@ func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *cli
 	(&stages.Report{Cells: cells}).WriteText(w)
 	return r, nil
 }
+
+// compareStages prints, under compare's table, each arm's CPU by stage in
+// run b against run a when both runs were taken with --profile (text and
+// markdown; JSON stays one document, and `explain --json` has the figures).
+func (s *runSource) compareStages(w io.Writer, format, refA string, ra *store.Run, sa []store.Sample, refB string, rb *store.Run, sb []store.Sample) error {
+	if format != "table" && format != "markdown" {
+		return nil
+	}
+	sta, err := s.stages(refA, ra, sa)
+	if err != nil || sta == nil {
+		return err
+	}
+	stb, err := s.stages(refB, rb, sb)
+	if err != nil || stb == nil {
+		return err
+	}
+	// Short labels keep the table narrow: A and B are named once above it.
+	es := stages.CompareRuns(sta.Cells, stb.Cells, "A", "B")
+	if len(es) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCPU by datapath stage, each arm of B against itself in A (both runs profiled; A = %s, B = %s):\n", ra.Name, rb.Name)
+	if format == "markdown" {
+		fmt.Fprintln(w, "```")
+		defer fmt.Fprintln(w, "```")
+	}
+	return stages.WriteText(w, es)
+}

@@ -311,7 +311,10 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 				return err
 			}
 			if err := writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
-				return report.CompareFormat(w, format, ra, sa, rb, sb)
+				if err := report.CompareFormat(w, format, ra, sa, rb, sb); err != nil {
+					return err
+				}
+				return src.compareStages(w, format, args[0], ra, sa, args[1], rb, sb)
 			}); err != nil {
 				return err
 			}
