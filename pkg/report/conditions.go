@@ -160,6 +160,9 @@ func conditionFlags(m *Model, used, retaken []store.Sample) []Flag {
 			list = append(list, fmt.Sprintf("#%d %s %s %s", s.Seq, s.Arm, s.Test, FormatSize(s.MsgSize)))
 		}
 		sort.Strings(list)
+		if len(list) > 8 {
+			list = append(list[:8], fmt.Sprintf("… %d more (JSON: conditions.retake_of)", len(list)-8))
+		}
 		flags = append(flags, Flag{"retaken", fmt.Sprintf(
 			"%d disturbed samples were measured again (--retake-disturbed); the statistics use the retakes, the originals are kept in the database: %s",
 			len(retaken), strings.Join(list, "; "))})
