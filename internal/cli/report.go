@@ -310,6 +310,10 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 			if err != nil {
 				return err
 			}
+			if gate != nil {
+				gate.AddMetrics(ra)
+				gate.AddMetrics(rb)
+			}
 			if err := writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
 				if err := report.CompareFormat(w, format, ra, sa, rb, sb); err != nil {
 					return err
