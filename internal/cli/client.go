@@ -119,15 +119,19 @@ through a reference tool (its server must be running on --server).`,
 			for _, t := range p.tests {
 				for _, size := range p.sizes {
 					var r *result.Result
+					var wp *result.WindowProfile
 					if sess == nil {
 						r, err = runOne(cmd.Context(), f, p, t, size)
 					} else {
-						r, err = runProfiled(cmd.Context(), cmd.ErrOrStderr(), sess, f, p, t, size)
+						r, wp, err = runProfiled(cmd.Context(), cmd.ErrOrStderr(), sess, f, p, t, size)
 					}
 					if err != nil {
 						return err
 					}
 					set.Results = append(set.Results, r)
+					if wp != nil {
+						set.Profiles = append(set.Profiles, wp)
+					}
 				}
 			}
 			out := cmd.OutOrStdout()

@@ -176,7 +176,7 @@ func (s *runSource) stages(ref string, run *store.Run, samples []store.Sample) (
 // its warmup for its duration (the client starts its warmup as it is
 // called), then prints the window's CPU by stage to w (standard error, so
 // --json output stays one document).
-func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, error) {
+func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, *result.WindowProfile, error) {
 	var (
 		mu      sync.Mutex
 		started bool
@@ -209,32 +209,67 @@ func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *cli
 	defer mu.Unlock()
 	stop()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	wp := &result.WindowProfile{Test: test, MsgSizeBytes: size}
 	if prof == nil {
 		reason := "the test ended before its warmup did"
 		if perr != nil {
 			reason = perr.Error()
 		}
 		fmt.Fprintf(w, "%s %s: no profile: %s\n", test, units.FormatSize(size), reason)
-		return r, nil
+		wp.Missing = reason
+		return r, wp, nil
 	}
+	// Bounded like one repeat of a stored cell (1 MiB over 8 repeats), so
+	// a Kubernetes pod's log stays small; only stack depth is lost.
+	profile.Bound(prof.Stacks, profile.MaxCellBytes/8)
 	var folded strings.Builder
 	if err := profile.WriteFolded(&folded, prof.Stacks); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if f.profileDir != "" {
 		path := filepath.Join(f.profileDir, fmt.Sprintf("%s-%s.folded", test, units.FormatSize(size)))
 		if err := os.WriteFile(path, []byte(folded.String()), 0o644); err != nil {
-			return nil, fmt.Errorf("--profile-dir: %w", err)
+			return nil, nil, fmt.Errorf("--profile-dir: %w", err)
 		}
 	}
+	wp.Event, wp.FrequencyHz, wp.CPUs, wp.WindowNs = string(prof.Event), prof.Frequency, prof.CPUs, prof.WindowNs
+	wp.Samples, wp.Lost, wp.PeriodSum, wp.Folded = prof.Samples, prof.Lost, prof.PeriodSum, folded.String()
 	sp := &store.Profile{Seq: 0, Event: string(prof.Event), Frequency: prof.Frequency, CPUs: prof.CPUs, WindowNs: prof.WindowNs,
 		Samples: prof.Samples, Lost: prof.Lost, PeriodSum: prof.PeriodSum, Folded: folded.String()}
 	cells, err := stages.Cells([]store.Sample{{Arm: "client", Test: test, MsgSize: size, Result: r}}, map[int]*store.Profile{0: sp})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	(&stages.Report{Cells: cells}).WriteText(w)
-	return r, nil
+	return r, wp, nil
+}
+
+// compareStages prints, under compare's table, each arm's CPU by stage in
+// run b against run a when both runs were taken with --profile (text and
+// markdown; JSON stays one document, and `explain --json` has the figures).
+func (s *runSource) compareStages(w io.Writer, format, refA string, ra *store.Run, sa []store.Sample, refB string, rb *store.Run, sb []store.Sample) error {
+	if format != "table" && format != "markdown" {
+		return nil
+	}
+	sta, err := s.stages(refA, ra, sa)
+	if err != nil || sta == nil {
+		return err
+	}
+	stb, err := s.stages(refB, rb, sb)
+	if err != nil || stb == nil {
+		return err
+	}
+	// Short labels keep the table narrow: A and B are named once above it.
+	es := stages.CompareRuns(sta.Cells, stb.Cells, "A", "B")
+	if len(es) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCPU by datapath stage, each arm of B against itself in A (both runs profiled; A = %s, B = %s):\n", ra.Name, rb.Name)
+	if format == "markdown" {
+		fmt.Fprintln(w, "```")
+		defer fmt.Fprintln(w, "```")
+	}
+	return stages.WriteText(w, es)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/cnibench/cnibench/pkg/disturb"
+	"github.com/cnibench/cnibench/pkg/driver/builtin"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/profile"
@@ -33,6 +35,9 @@ type runOptions struct {
 	precision string
 	budget    string
 	profile   profileFlags
+	wakeup    string
+	cpus      string
+	retake    bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -83,11 +88,15 @@ run keeps what it measured and is marked incomplete.`,
 	addProfileFlags(cmd, &o.profile)
 	f.StringVar(&o.precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
 	f.StringVar(&o.budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
+	f.StringVar(&o.wakeup, "wakeup", "", "keep idle CPUs awake while measuring: auto (calibrated at the start), spin, hold or none")
+	f.StringVar(&o.cpus, "cpus", "", "pin the client and server: auto, none or client=N,server=M")
+	f.BoolVar(&o.retake, "retake-disturbed", false, "measure every step taken while the machine was disturbed once more (both kept; the report uses the retake)")
 	return cmd
 }
 
 func (o *runOptions) override(e *experiment.Experiment) error {
-	ov := experiment.Overrides{Repeats: o.repeats, Duration: o.duration, Arms: o.arms}
+	ov := experiment.Overrides{Repeats: o.repeats, Duration: o.duration, Arms: o.arms,
+		Wakeup: o.wakeup, CPUs: o.cpus, RetakeDisturbed: o.retake}
 	if o.warmup != "" {
 		w, err := time.ParseDuration(o.warmup)
 		if err != nil {
@@ -139,6 +148,11 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 	if err := e.Preflight(); err != nil {
 		return err
 	}
+	// The spinner of --wakeup spin is this binary run as another process.
+	exe, err := builtin.Bin()
+	if err != nil {
+		return err
+	}
 	db, err := store.Open(dbPath)
 	if err != nil {
 		return err
@@ -163,6 +177,10 @@ func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.
 		IsTerminal:  tty,
 		Profiler:    profiler,
 		ProfileArms: profArms,
+		Wakeup:      experiment.Controller{Exe: exe},
+		Disturb:     disturb.New(sysinfo.Host),
+		// The file's retake_disturbed, or --retake-disturbed.
+		RetakeDisturbed: e.RetakeDisturbed,
 	})
 	if runID != 0 {
 		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())

@@ -197,6 +197,8 @@ type Model struct {
 	Flags []Flag
 	// Stages is CPU by datapath stage (--profile), rendered after the cells.
 	Stages *stages.Report
+	// ArmConditions says how each arm was measured (see ArmConditions).
+	ArmConditions map[string]string
 }
 
 // Cell returns the cell for a key, or nil.
@@ -209,6 +211,8 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
 	ss := append([]store.Sample(nil), samples...)
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
+	ss, retaken := splitRetaken(ss)
+	m.ArmConditions = ArmConditions(ss)
 
 	// Arms in the experiment's order, then any only the samples name.
 	seen := map[string]bool{}
@@ -301,7 +305,8 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 	}
 
 	m.buildColumns()
-	m.Flags = runFlags(run, ss, m)
+	m.Flags = append(runFlags(run, ss, m), conditionFlags(m, ss, retaken)...)
+	m.Flags = append(m.Flags, precisionFlags(m)...)
 	return m
 }
 
@@ -428,6 +433,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 	if len(steal) > 0 && stats.Mean(steal) > StealPct {
 		c.Flags = append(c.Flags, "steal")
 	}
+	c.Flags = append(c.Flags, cellConditionFlags(g.Test, mt.Name == primary(g.Test).Name, c.Summary.Median, samples)...)
 	if c.Failed > 0 {
 		c.Flags = append(c.Flags, fmt.Sprintf("%d failed", c.Failed))
 	}
