@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/cnibench/cnibench/pkg/result"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,21 @@ func TestPrivClientProfile(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "tcp_lat-1.folded"))
 	if err != nil || !strings.Contains(string(b), "cnibench;") {
 		t.Errorf("folded stacks: %v\n%.300s", err, b)
+	}
+	// With --json the window's profile rides in the result set, as a
+	// Kubernetes client pod's log carries it to `k8s run --profile`.
+	cmd := exec.Command(bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
+		"--duration", "500ms", "--warmup", "200ms", "--profile", "--json")
+	js, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client --profile --json: %v", err)
+	}
+	set, err := result.DecodeSet(js)
+	if err != nil || len(set.Profiles) != 1 {
+		t.Fatalf("set: %v, %d profiles", err, len(set.Profiles))
+	}
+	if p := set.Profiles[0]; p.Test != "tcp_lat" || p.MsgSizeBytes != 1 || p.Samples == 0 || !strings.Contains(p.Folded, "cnibench;") || p.Event == "" {
+		t.Errorf("profile %+v", p)
 	}
 }
 

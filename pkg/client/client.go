@@ -129,16 +129,20 @@ func Run(ctx context.Context, p *Plan, sess *profile.Session, log io.Writer) (*r
 	for _, t := range p.Tests {
 		for _, size := range p.Sizes {
 			var r *result.Result
+			var wp *result.WindowProfile
 			var err error
 			if sess == nil {
 				r, err = p.one(ctx, t, size)
 			} else {
-				r, err = p.profiled(ctx, log, sess, t, size)
+				r, wp, err = p.profiled(ctx, log, sess, t, size)
 			}
 			if err != nil {
 				return nil, err
 			}
 			set.Results = append(set.Results, r)
+			if wp != nil {
+				set.Profiles = append(set.Profiles, wp)
+			}
 		}
 	}
 	return set, nil
@@ -176,8 +180,9 @@ func (p *Plan) one(ctx context.Context, test string, size int) (*result.Result, 
 // profiled runs one test with the CPUs sampled from the end of its warmup
 // for its duration (the client starts its warmup as it is called), then
 // prints the window's CPU by stage to w (standard error, so --json output
-// stays one document).
-func (p *Plan) profiled(ctx context.Context, w io.Writer, sess *profile.Session, test string, size int) (*result.Result, error) {
+// stays one document). The window's profile rides in the result set (a
+// Kubernetes client pod's only way out is its log).
+func (p *Plan) profiled(ctx context.Context, w io.Writer, sess *profile.Session, test string, size int) (*result.Result, *result.WindowProfile, error) {
 	var (
 		mu      sync.Mutex
 		started bool
@@ -210,34 +215,41 @@ func (p *Plan) profiled(ctx context.Context, w io.Writer, sess *profile.Session,
 	defer mu.Unlock()
 	stop()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	wp := &result.WindowProfile{Test: test, MsgSizeBytes: size}
 	if prof == nil {
 		reason := "the test ended before its warmup did"
 		if perr != nil {
 			reason = perr.Error()
 		}
 		fmt.Fprintf(w, "%s %s: no profile: %s\n", test, units.FormatSize(size), reason)
-		return r, nil
+		wp.Missing = reason
+		return r, wp, nil
 	}
+	// Bounded like one repeat of a stored cell (1 MiB over 8 repeats), so
+	// a Kubernetes pod's log stays small; only stack depth is lost.
+	profile.Bound(prof.Stacks, profile.MaxCellBytes/8)
 	var folded strings.Builder
 	if err := profile.WriteFolded(&folded, prof.Stacks); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.ProfileDir != "" {
 		path := filepath.Join(p.ProfileDir, fmt.Sprintf("%s-%s.folded", test, units.FormatSize(size)))
 		if err := os.WriteFile(path, []byte(folded.String()), 0o644); err != nil {
-			return nil, fmt.Errorf("--profile-dir: %w", err)
+			return nil, nil, fmt.Errorf("--profile-dir: %w", err)
 		}
 	}
+	wp.Event, wp.FrequencyHz, wp.CPUs, wp.WindowNs = string(prof.Event), prof.Frequency, prof.CPUs, prof.WindowNs
+	wp.Samples, wp.Lost, wp.PeriodSum, wp.Folded = prof.Samples, prof.Lost, prof.PeriodSum, folded.String()
 	sp := &store.Profile{Seq: 0, Event: string(prof.Event), Frequency: prof.Frequency, CPUs: prof.CPUs, WindowNs: prof.WindowNs,
 		Samples: prof.Samples, Lost: prof.Lost, PeriodSum: prof.PeriodSum, Folded: folded.String()}
 	cells, err := stages.Cells([]store.Sample{{Arm: "client", Test: test, MsgSize: size, Result: r}}, map[int]*store.Profile{0: sp})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	(&stages.Report{Cells: cells}).WriteText(w)
-	return r, nil
+	return r, wp, nil
 }
 
 // WriteTable writes the human summary: one row per result, the figures

@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/disturb"
@@ -158,6 +160,9 @@ func conditionFlags(m *Model, used, retaken []store.Sample) []Flag {
 			list = append(list, fmt.Sprintf("#%d %s %s %s", s.Seq, s.Arm, s.Test, FormatSize(s.MsgSize)))
 		}
 		sort.Strings(list)
+		if len(list) > 8 {
+			list = append(list[:8], fmt.Sprintf("… %d more (JSON: conditions.retake_of)", len(list)-8))
+		}
 		flags = append(flags, Flag{"retaken", fmt.Sprintf(
 			"%d disturbed samples were measured again (--retake-disturbed); the statistics use the retakes, the originals are kept in the database: %s",
 			len(retaken), strings.Join(list, "; "))})
@@ -201,4 +206,46 @@ func anyFlag(models []*Model, names ...string) bool {
 		}
 	}
 	return false
+}
+
+// precisionFlags marks, in a precision-driven run (the run's "precision"
+// label), every table cell with its number of samples and whether its
+// median's 95% CI reached ±P, and adds a note counting them: the report
+// says per cell what the stopping rule achieved.
+func precisionFlags(m *Model) []Flag {
+	label := strings.TrimSuffix(strings.TrimSpace(m.Run.Labels["precision"]), "%")
+	p, err := strconv.ParseFloat(label, 64)
+	if err != nil || p <= 0 {
+		return nil
+	}
+	p /= 100
+	var reached, total int
+	var missed []string
+	for _, k := range m.Keys {
+		c := m.cells[k]
+		if k.Metric != primary(k.Test).Name || len(c.Values) == 0 {
+			continue
+		}
+		total++
+		med := math.Abs(c.Summary.Median)
+		rel := math.Inf(1)
+		if med > 0 && c.Summary.N >= 2 {
+			rel = c.Summary.MedianCI.HalfWidth(c.Summary.Median) / med
+		}
+		if rel <= p {
+			reached++
+			c.Flags = append(c.Flags, fmt.Sprintf("n=%d", c.Summary.N))
+		} else {
+			c.Flags = append(c.Flags, fmt.Sprintf("n=%d >±%g%%", c.Summary.N, p*100))
+			missed = append(missed, fmt.Sprintf("%s %s %s", k.Arm, k.Test, FormatSize(k.Size)))
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("precision ±%g%% (budget %s): %d of %d table cells reached it", p*100, m.Run.Labels["budget"], reached, total)
+	if len(missed) > 0 {
+		msg += "; not reached: " + strings.Join(missed, ", ") + " (more samples, a quieter host, or a larger budget)"
+	}
+	return []Flag{{"precision", msg}}
 }

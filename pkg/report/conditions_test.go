@@ -86,3 +86,38 @@ func TestConditionsInReport(t *testing.T) {
 		}
 	}
 }
+
+// A precision-driven run's report says per cell how many samples it took
+// and whether the interval reached the target.
+func TestPrecisionFlags(t *testing.T) {
+	var ss []store.Sample
+	for i, v := range []float64{10, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98} {
+		ss = append(ss, latSample(i, "tight", v, nil))
+	}
+	for i, v := range []float64{10, 14, 7, 12, 9, 15} {
+		ss = append(ss, latSample(10+i, "wide", v, nil))
+	}
+	run := &store.Run{ID: 1, Name: "p", Kind: "lab", Complete: true,
+		Labels: map[string]string{"precision": "5%", "budget": "4m30s"},
+		Arms:   []store.Arm{{Name: "tight", Topology: "veth"}, {Name: "wide", Topology: "veth"}}}
+	m := Analyze(run, ss)
+	tight := m.Cell("tight", result.TCPLat, 1, primary(result.TCPLat).Name)
+	wide := m.Cell("wide", result.TCPLat, 1, primary(result.TCPLat).Name)
+	if !contains(tight.Flags, "n=7") || !contains(wide.Flags, "n=6 >±5%") {
+		t.Errorf("flags: tight %v, wide %v", tight.Flags, wide.Flags)
+	}
+	found := false
+	for _, f := range m.Flags {
+		if f.Code == "precision" && strings.Contains(f.Message, "1 of 2 table cells reached it; not reached: wide tcp_lat 1B") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no precision note: %+v", m.Flags)
+	}
+	// Without the label nothing is added.
+	run.Labels = nil
+	if c := Analyze(run, ss).Cell("tight", result.TCPLat, 1, primary(result.TCPLat).Name); contains(c.Flags, "n=7") {
+		t.Errorf("a fixed-repeat run got precision flags: %v", c.Flags)
+	}
+}

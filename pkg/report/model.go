@@ -300,6 +300,7 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 
 	m.buildColumns()
 	m.Flags = append(runFlags(run, ss, m), conditionFlags(m, ss, retaken)...)
+	m.Flags = append(m.Flags, precisionFlags(m)...)
 	return m
 }
 

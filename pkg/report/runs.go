@@ -2,16 +2,19 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stages"
+	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -138,4 +141,66 @@ func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
 		return err
 	}
 	return RenderRunsStages(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
+}
+
+// ErrNoHistory is wrapped when a database holds no complete run of the
+// experiment asked about.
+var ErrNoHistory = errors.New("no complete runs")
+
+// LoadHistory reads every complete stored run of an experiment, oldest
+// first, and the history of the newest last of them (0: all; change points
+// are looked for in the window shown). incomplete counts the runs of the
+// experiment left out.
+func LoadHistory(db *store.DB, experiment string, last int) (h *History, incomplete int, err error) {
+	runs, err := db.Runs()
+	if err != nil {
+		return nil, 0, err
+	}
+	var in []Input
+	names := map[string]bool{}
+	for i := range runs {
+		r := &runs[i]
+		exp := ExperimentOf(r)
+		if exp != "" {
+			names[exp] = true
+		}
+		if exp != experiment {
+			continue
+		}
+		if !r.Complete {
+			incomplete++
+			continue
+		}
+		ss, err := db.Samples(r.ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		in = append(in, Input{Run: r, Samples: ss})
+	}
+	if len(in) == 0 {
+		var known []string
+		for n := range names {
+			known = append(known, n)
+		}
+		sort.Strings(known)
+		if len(known) == 0 {
+			known = []string{"none"}
+		}
+		return nil, incomplete, fmt.Errorf("%w of experiment %q in %s (experiments stored: %s)", ErrNoHistory, experiment, db.Path(), strings.Join(known, ", "))
+	}
+	h = BuildHistory(experiment, in, stats.EDivisiveOptions{})
+	if last > 0 && len(h.Runs) > last {
+		keep := map[int64]bool{}
+		for _, r := range h.Runs[len(h.Runs)-last:] {
+			keep[r.ID] = true
+		}
+		var sub []Input
+		for _, x := range in {
+			if keep[x.Run.ID] {
+				sub = append(sub, x)
+			}
+		}
+		h = BuildHistory(experiment, sub, stats.EDivisiveOptions{})
+	}
+	return h, incomplete, nil
 }

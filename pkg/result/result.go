@@ -282,6 +282,30 @@ const SetSchemaVersion = "cnibench.results/v1"
 type Set struct {
 	Schema  string    `json:"schema"`
 	Results []*Result `json:"results"`
+	// Profiles holds the CPU profile of each result's measured window
+	// (`cnibench client --profile --json`), so a caller that only sees the
+	// client's output (a Kubernetes pod's log) can store them.
+	Profiles []*WindowProfile `json:"profiles,omitempty"`
+}
+
+// WindowProfile is one measured window's CPU profile: every CPU sampled
+// with kernel callchains (pkg/profile), as folded stacks.
+type WindowProfile struct {
+	Test         string `json:"test"`
+	MsgSizeBytes int    `json:"msg_size_bytes"`
+	Event        string `json:"event"`
+	FrequencyHz  int    `json:"frequency_hz"`
+	CPUs         int    `json:"cpus"`
+	WindowNs     int64  `json:"window_ns"`
+	Samples      uint64 `json:"samples"`
+	Lost         uint64 `json:"lost"`
+	// PeriodSum is the samples' periods summed: CPU-ns for cpu-clock.
+	PeriodSum uint64 `json:"period_sum"`
+	// Folded is "comm;frame;…;leaf count" lines, root first.
+	Folded string `json:"folded"`
+	// Missing says why there is no profile (e.g. the test ended inside its
+	// warmup); the other fields are then empty.
+	Missing string `json:"missing,omitempty"`
 }
 
 // DecodeSet parses a Set and checks its schema versions.
