@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cnibench/cnibench/pkg/disturb"
 	"io"
 	"os"
 
@@ -107,7 +108,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	}
 	res, err := verify.Run(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
 		JournalDir: o.journalDir, DB: db, Fingerprint: sysinfo.Host.Fingerprint(Version),
-		Out: stdout, Progress: stderr, IsTerminal: tty,
+		Out: stdout, Progress: stderr, IsTerminal: tty, Disturb: disturb.New(sysinfo.Host),
 		OnApply: func(w io.Writer, rep *tune.ApplyReport) { printApply(w, rep, false) }})
 	var failed *experiment.StepsFailedError
 	if err != nil && !errors.As(err, &failed) {
