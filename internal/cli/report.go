@@ -281,7 +281,7 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 
 func newCompareCmd() *cobra.Command {
 	var dbPath, outPath, format string
-	var gate *report.GateRule
+	var gate *report.Gate
 	var failOn, junit string
 	cmd := &cobra.Command{
 		Use:   "compare <run-a> <run-b>",
@@ -328,10 +328,13 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 					return err
 				}
 			}
-			if failed := gate.Gate(rows); len(failed) > 0 {
-				return &report.GateError{Rule: *gate, Failed: failed}
+			for _, r := range gate.Unused(rows) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: --fail-on rule %s selects no compared cell\n", r.Text)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "gate %s passed: no cell significantly worse by more than %g%%\n", gate.Text, gate.Pct)
+			if failed := gate.Gate(rows); len(failed) > 0 {
+				return &report.GateError{Gate: *gate, Failed: failed}
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), gate.Passed(rows))
 			return nil
 		},
 	}
@@ -349,7 +352,7 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 		gate = &g
 		return nil
 	}
-	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%'")
+	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&junit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
 	addDBFlag(cmd, &dbPath)
 	cmd.Flags().StringVarP(&format, "format", "f", report.FormatTable, "output format: "+strings.Join(report.CompareFormats, "|"))
