@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/cnibench/cnibench/pkg/disturb"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -107,7 +108,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	}
 	res, err := verify.Run(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
 		JournalDir: o.journalDir, DB: db, Fingerprint: sysinfo.Host.Fingerprint(Version),
-		Out: stdout, Progress: stderr, IsTerminal: tty,
+		Out: stdout, Progress: stderr, IsTerminal: tty, Disturb: disturb.New(sysinfo.Host),
 		OnApply: func(w io.Writer, rep *tune.ApplyReport) { tune.WriteApply(w, rep, false) }})
 	var failed *experiment.StepsFailedError
 	if err != nil && !errors.As(err, &failed) {
