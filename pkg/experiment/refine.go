@@ -104,6 +104,15 @@ func (x *executor) refine(start time.Time) (*precisionOutcome, error) {
 			out.stopped = "interrupted"
 			break
 		}
+		n, err := x.retakeDisturbed(start)
+		if err != nil {
+			return out, err
+		}
+		if x.ctx.Err() != nil {
+			out.interrupted = n - (x.done - before - len(steps))
+			out.stopped = "interrupted"
+			break
+		}
 		out.rounds++
 	}
 	for _, c := range cells {
