@@ -45,7 +45,13 @@ func (p *precisionOutcome) String() string {
 	s := fmt.Sprintf("precision ±%.3g%% reached by %d of %d cells after %d extra rounds (%s)",
 		p.target*100, p.reached, p.cells, p.rounds, p.stopped)
 	if len(p.missed) > 0 {
-		s += "; not reached: " + strings.Join(p.missed, ", ")
+		// The report lists every cell (flag "n=N >±P"); the status stays
+		// a line.
+		m := p.missed
+		if len(m) > 4 {
+			m = append(m[:4:4], fmt.Sprintf("… %d more", len(p.missed)-4))
+		}
+		s += "; not reached: " + strings.Join(m, ", ")
 	}
 	return s
 }
