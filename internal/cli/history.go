@@ -1,15 +1,16 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/report"
-	"github.com/cnibench/cnibench/pkg/stats"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // `cnibench history <experiment>`: every stored complete run of one
@@ -35,74 +36,28 @@ fingerprints, so a kernel or host change shows next to a shift.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !contains(report.HistoryFormats, format) {
+			if !slices.Contains(report.HistoryFormats, format) {
 				return UsageError{fmt.Errorf("unknown --format %q for history; use one of %s", format, strings.Join(report.HistoryFormats, ", "))}
 			}
 			if last < 0 {
 				return UsageError{fmt.Errorf("--last %d: give a positive number of runs, or 0 for all", last)}
 			}
-			db, err := openExistingDB(dbPath)
+			db, err := store.OpenExisting(dbPath)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			defer db.Close()
-			runs, err := db.Runs()
+			h, incomplete, err := report.LoadHistory(db, args[0], last)
+			if errors.Is(err, report.ErrNoHistory) {
+				return UsageError{err}
+			}
 			if err != nil {
 				return err
-			}
-			var in []report.Input
-			names := map[string]bool{}
-			incomplete := 0
-			for i := range runs {
-				r := &runs[i]
-				exp := report.ExperimentOf(r)
-				if exp != "" {
-					names[exp] = true
-				}
-				if exp != args[0] {
-					continue
-				}
-				if !r.Complete {
-					incomplete++
-					continue
-				}
-				ss, err := db.Samples(r.ID)
-				if err != nil {
-					return err
-				}
-				in = append(in, report.Input{Run: r, Samples: ss})
-			}
-			if len(in) == 0 {
-				var known []string
-				for n := range names {
-					known = append(known, n)
-				}
-				sort.Strings(known)
-				if len(known) == 0 {
-					known = []string{"none"}
-				}
-				return UsageError{fmt.Errorf("no complete runs of experiment %q in %s (experiments stored: %s)", args[0], db.Path(), strings.Join(known, ", "))}
-			}
-			h := report.BuildHistory(args[0], in, stats.EDivisiveOptions{})
-			if last > 0 && len(h.Runs) > last {
-				// Keep the newest runs: rebuild from them, so change points
-				// are looked for in the window shown.
-				keep := map[int64]bool{}
-				for _, r := range h.Runs[len(h.Runs)-last:] {
-					keep[r.ID] = true
-				}
-				var sub []report.Input
-				for _, x := range in {
-					if keep[x.Run.ID] {
-						sub = append(sub, x)
-					}
-				}
-				h = report.BuildHistory(args[0], sub, stats.EDivisiveOptions{})
 			}
 			if incomplete > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "history: %d incomplete run(s) of %s left out\n", incomplete, args[0])
 			}
-			return writeOutput(cmd.OutOrStdout(), outPath, func(w io.Writer) error { return report.WriteHistory(w, format, h) })
+			return report.WriteFile(cmd.OutOrStdout(), outPath, func(w io.Writer) error { return report.WriteHistory(w, format, h) })
 		},
 	}
 	addDBFlag(cmd, &dbPath)

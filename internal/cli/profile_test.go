@@ -114,7 +114,7 @@ func TestPrivClientProfile(t *testing.T) {
 
 // TestPrivProfileHeavyNetfilter: with 10,000 linear NetworkPolicy-style
 // rules walked by every new connection, netfilter takes a large share of
-// tcp_crr's busy CPU, many times the share it has on the same path without
+// tcp_crr's busy CPU, well above the share it has on the same path without
 // rules in the same interleaved run. (Not "the top stage": sampling is
 // system wide, and go test runs other packages' traffic beside this one.)
 func TestPrivProfileHeavyNetfilter(t *testing.T) {
@@ -159,7 +159,11 @@ func TestPrivProfileHeavyNetfilter(t *testing.T) {
 		}
 		share[c.Arm] = float64(nf) / float64(max(busy, 1))
 	}
-	if share["linear"] < 0.08 || share["linear"] < 3*share["none"] {
+	// The plain arm's share is other traffic on the host (sampling is
+	// system wide: a Kubernetes cluster's kube-proxy rules gave it 5.5 %
+	// once), which the rules arm carries too; the rules must add at least
+	// five points of busy CPU on top of it.
+	if share["linear"] < 0.08 || share["linear"]-share["none"] < 0.05 {
 		t.Errorf("netfilter share of busy CPU: %.1f%% with 10,000 rules, %.1f%% without", 100*share["linear"], 100*share["none"])
 	}
 }

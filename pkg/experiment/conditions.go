@@ -194,18 +194,51 @@ func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, erro
 	return res, nil
 }
 
-// retakes are the disturbed steps once more, in the order they were taken,
-// numbered after the last step.
-func (x *executor) retakes() []Step {
-	out := make([]Step, 0, len(x.disturbed))
-	for i, st := range x.disturbed {
+// pendingRetake is a disturbed step waiting to be measured again, and the
+// value it gave.
+type pendingRetake struct {
+	step  Step
+	value float64
+	ok    bool
+}
+
+// retakeDisturbed measures the steps disturbed since the last call once
+// more, numbered after the last step, and returns how many it ran. In a
+// precision-driven run only as many as fit in what is left of the budget
+// are retaken (at the pace measured so far); the others keep their sample,
+// whose value then counts after all, and the run's status says how many.
+func (x *executor) retakeDisturbed(start time.Time) (int, error) {
+	if !x.o.RetakeDisturbed || x.ctx.Err() != nil || len(x.disturbed) == 0 {
+		return 0, nil
+	}
+	pend := x.disturbed
+	x.disturbed = nil
+	fit := len(pend)
+	if x.e.Precision > 0 && x.done > 0 {
+		per := time.Since(start) / time.Duration(x.done)
+		left := time.Duration(x.e.Budget) - time.Since(start)
+		fit = max(0, min(fit, int(left/max(per, 1))))
+	}
+	for _, p := range pend[fit:] {
+		if p.ok {
+			k := cellKey{p.step.Arm, p.step.Test, p.step.MsgSize}
+			x.values[k] = append(x.values[k], p.value)
+		}
+		x.notRetaken++
+	}
+	steps := make([]Step, 0, fit)
+	for i, p := range pend[:fit] {
+		st := p.step
 		orig := st.Seq
 		st.Seq = x.done + i
 		st.RetakeOf = &orig
-		out = append(out, st)
+		steps = append(steps, st)
 	}
-	x.disturbed = nil
-	return out
+	if len(steps) == 0 {
+		return 0, nil
+	}
+	x.prog.total += len(steps)
+	return len(steps), x.run(steps)
 }
 
 // Controller is the production WakeupController: it calibrates auto on this

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/wakeup"
@@ -156,4 +157,53 @@ func TestConditionsParseErrors(t *testing.T) {
 	if err := e.Override(Overrides{Wakeup: "spin"}); err != nil || e.Wakeup != "spin" || e.Arms[1].Wakeup != "" {
 		t.Errorf("--wakeup spin: %v, %q %q", err, e.Wakeup, e.Arms[1].Wakeup)
 	}
+}
+
+// In a precision-driven run, retakes fit in what is left of the budget;
+// the disturbed steps left over keep their value for the precision rule.
+func TestRetakeDisturbedWithinBudget(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Precision, e.Budget = 0.05, Duration(12500*time.Millisecond)
+	sink := &memSink{}
+	x := &executor{e: e, o: Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink, RetakeDisturbed: true},
+		ctx: context.Background(), runID: 7, prog: newProgress(nil, false), values: map[cellKey][]float64{},
+		cond: &conditions{auto: wakeup.None}}
+	x.labs = map[string]LabInstance{}
+	for i := range e.Arms {
+		x.labs[e.Arms[i].LabKey()] = &fakeLab{name: "veth"}
+	}
+	x.done = 10
+	for i := 0; i < 5; i++ {
+		x.disturbed = append(x.disturbed, pendingRetake{Step{Seq: i, Arm: i % 2, Test: "tcp_lat", MsgSize: 1}, float64(100 + i), true})
+	}
+	// 10 steps in 10 s: 1 s a step, 2.5 s of the 12.5 s budget left.
+	n, err := x.retakeDisturbed(time.Now().Add(-10 * time.Second))
+	if err != nil || n != 2 || x.notRetaken != 3 {
+		t.Fatalf("retook %d (err %v), not retaken %d; want 2 and 3", n, err, x.notRetaken)
+	}
+	if len(sink.samples) != 2 || *sink.samples[0].Step.RetakeOf != 0 || *sink.samples[1].Step.RetakeOf != 1 {
+		t.Errorf("retakes stored: %+v", sink.samples)
+	}
+	var kept []float64
+	for _, v := range x.values {
+		kept = append(kept, v...)
+	}
+	if fmt.Sprint(sortedCopy(kept)) != "[0.001 0.002 102 103 104]" {
+		t.Errorf("precision values %v: want the 3 not retaken (102-104) and the 2 retakes' own", sortedCopy(kept))
+	}
+}
+
+func sortedCopy(v []float64) []float64 {
+	out := append([]float64(nil), v...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
 }

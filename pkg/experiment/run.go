@@ -219,13 +219,10 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 		return runID, err
 	}
 	planned := len(steps)
-	if o.RetakeDisturbed && ctx.Err() == nil && len(x.disturbed) > 0 {
-		retakes := x.retakes()
-		planned += len(retakes)
-		x.prog.total += len(retakes)
-		if err := x.run(retakes); err != nil {
-			return runID, err
-		}
+	n, err := x.retakeDisturbed(start)
+	planned += n
+	if err != nil {
+		return runID, err
 	}
 	var prec *precisionOutcome
 	if e.Precision > 0 && x.done == planned && ctx.Err() == nil {
@@ -247,6 +244,9 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	}
 	if prec != nil {
 		status += "; " + prec.String()
+	}
+	if x.notRetaken > 0 {
+		status += fmt.Sprintf("; %d disturbed steps not retaken: the budget was spent", x.notRetaken)
 	}
 	if eerr := o.Sink.End(runID, complete, status); eerr != nil && err == nil {
 		err = fmt.Errorf("store run end: %w", eerr)
@@ -274,9 +274,12 @@ type executor struct {
 	done, failures int
 	values         map[cellKey][]float64
 	cond           *conditions
-	// disturbed lists the steps whose sample was disturbed, for
-	// --retake-disturbed.
-	disturbed []Step
+	// disturbed lists the steps whose sample was disturbed and will be
+	// taken again (--retake-disturbed), with the value each would have
+	// given the precision rule.
+	disturbed []pendingRetake
+	// notRetaken counts disturbed steps the budget left no time to retake.
+	notRetaken int
 }
 
 // cellKey is one table cell: an arm, a test, a message size.
@@ -304,14 +307,12 @@ func (x *executor) run(steps []Step) error {
 			x.failures++
 		} else {
 			s.Result = res
-			retaken := false
+			v, ok := result.PrimaryMetric(st.Test).Get(res)
 			if c := res.Conditions; c != nil && c.Disturbance != nil && c.Disturbance.Disturbed && st.RetakeOf == nil && x.o.RetakeDisturbed {
-				// Measured again after the planned rounds; the retake's
-				// value stands in for this one in the precision rule.
-				x.disturbed = append(x.disturbed, st)
-				retaken = true
-			}
-			if v, ok := result.PrimaryMetric(st.Test).Get(res); ok && !retaken {
+				// Measured again after this round; the retake's value
+				// stands in for this one in the precision rule.
+				x.disturbed = append(x.disturbed, pendingRetake{st, v, ok})
+			} else if ok {
 				k := cellKey{st.Arm, st.Test, st.MsgSize}
 				x.values[k] = append(x.values[k], v)
 			}
@@ -342,6 +343,7 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 		ServerCPU: pl.Server,
 	}
 	req := MeasureRequest{Engine: a.Engine, StartServer: true}
+	var li LabInstance // the arm's lab, if it has one
 	if a.ServerAddress != "" {
 		spec.Server = a.ServerAddress
 		req.StartServer = false
@@ -375,10 +377,17 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 			return nil, err
 		}
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
+		li = l
 	}
 	req.Spec = spec
+	meas := o.Measurer
+	if dl, ok := li.(DatapathLab); ok {
+		if dm := dl.DatapathMeter(); dm != nil {
+			meas = meteredMeasurer{inner: meas, m: dm}
+		}
+	}
 	if o.Profiler != nil && (o.ProfileArms == nil || o.ProfileArms[a.Name]) {
-		res, prof, why, merr := measureProfiled(ctx, o.Measurer, req, o.Profiler)
+		res, prof, why, merr := measureProfiled(ctx, meas, req, o.Profiler)
 		if prof != nil {
 			// Every repeat of a cell shares the cell's bound.
 			profile.Bound(prof.Stacks, profile.MaxCellBytes/max(e.Repeats, 1))
@@ -386,5 +395,5 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 		s.Profile, s.ProfileMissing = prof, why
 		return res, merr
 	}
-	return o.Measurer.Measure(ctx, req)
+	return meas.Measure(ctx, req)
 }

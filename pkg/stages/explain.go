@@ -67,7 +67,7 @@ func Explain(cells []*Cell, a, b string) ([]Explanation, error) {
 				names = append(names, n)
 			}
 			sort.Strings(names)
-			return nil, fmt.Errorf("arm %q has no profile in this run (profiled arms: %s)", arm, strings.Join(names, ", "))
+			return nil, notProfiled(fmt.Sprintf("arm %q has no profile in this run (profiled arms: %s)", arm, strings.Join(names, ", ")))
 		}
 	}
 	for _, ca := range cells {
