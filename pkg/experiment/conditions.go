@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -37,6 +38,9 @@ func (p Placement) String() string {
 	return strings.Join(parts, ",")
 }
 
+// ErrNoSuchCPU is wrapped when a placement names a CPU this host lacks.
+var ErrNoSuchCPU = errors.New("no such CPU")
+
 // DefaultCPUs is what `cpus: auto` (and no cpus at all) means. It was chosen
 // by measurement on the reference VM (docs/reports.md, "CPU placement").
 const DefaultCPUs = "none"
@@ -60,7 +64,7 @@ func ParsePlacement(s string, ncpu int) (Placement, error) {
 			return p, fmt.Errorf("cpus %q: want auto, none or client=N,server=M with N, M CPU numbers", s)
 		}
 		if n >= ncpu {
-			return p, fmt.Errorf("cpus %q: CPU %d does not exist here (CPUs 0-%d)", s, n, ncpu-1)
+			return p, fmt.Errorf("cpus %q: CPU %d does not exist here (CPUs 0-%d): %w", s, n, ncpu-1, ErrNoSuchCPU)
 		}
 		switch strings.TrimSpace(k) {
 		case "client":

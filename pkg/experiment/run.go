@@ -343,6 +343,7 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 		ServerCPU: pl.Server,
 	}
 	req := MeasureRequest{Engine: a.Engine, StartServer: true}
+	var li LabInstance // the arm's lab, if it has one
 	if a.ServerAddress != "" {
 		spec.Server = a.ServerAddress
 		req.StartServer = false
@@ -376,10 +377,17 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 			return nil, err
 		}
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
+		li = l
 	}
 	req.Spec = spec
+	meas := o.Measurer
+	if dl, ok := li.(DatapathLab); ok {
+		if dm := dl.DatapathMeter(); dm != nil {
+			meas = meteredMeasurer{inner: meas, m: dm}
+		}
+	}
 	if o.Profiler != nil && (o.ProfileArms == nil || o.ProfileArms[a.Name]) {
-		res, prof, why, merr := measureProfiled(ctx, o.Measurer, req, o.Profiler)
+		res, prof, why, merr := measureProfiled(ctx, meas, req, o.Profiler)
 		if prof != nil {
 			// Every repeat of a cell shares the cell's bound.
 			profile.Bound(prof.Stacks, profile.MaxCellBytes/max(e.Repeats, 1))
@@ -387,5 +395,5 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 		s.Profile, s.ProfileMissing = prof, why
 		return res, merr
 	}
-	return o.Measurer.Measure(ctx, req)
+	return meas.Measure(ctx, req)
 }

@@ -245,6 +245,9 @@ func precisionFlags(m *Model) []Flag {
 	}
 	msg := fmt.Sprintf("precision ±%g%% (budget %s): %d of %d table cells reached it", p*100, m.Run.Labels["budget"], reached, total)
 	if len(missed) > 0 {
+		if len(missed) > 6 {
+			missed = append(missed[:6:6], fmt.Sprintf("… %d more (cells marked >±%g%%)", len(missed)-6, p*100))
+		}
 		msg += "; not reached: " + strings.Join(missed, ", ") + " (more samples, a quieter host, or a larger budget)"
 	}
 	return []Flag{{"precision", msg}}

@@ -159,6 +159,28 @@ type TCP struct {
 type CPU struct {
 	Client *CPUSide `json:"client"`
 	Server *CPUSide `json:"server"`
+	// Datapath is the userspace datapath's own daemon (ovs-vswitchd and
+	// its PMD threads) on lab topologies that have one; nil elsewhere.
+	Datapath *DatapathCPU `json:"datapath,omitempty"`
+}
+
+// DatapathCPU is what a userspace datapath's daemon spent over the measured
+// interval: the packet switching that neither the client's nor the server's
+// process time contains (on OVS-DPDK, the PMD threads' polling).
+type DatapathCPU struct {
+	Process string   `json:"process"` // e.g. "ovs-vswitchd"
+	Seconds *float64 `json:"seconds"` // on-CPU time of all its threads
+	Pct     *float64 `json:"pct"`     // Seconds over wall time, 100 = one CPU
+	// PMDSeconds and PMDPct are the poll-mode threads' share of it.
+	PMDSeconds *float64 `json:"pmd_seconds"`
+	PMDPct     *float64 `json:"pmd_pct"`
+	// PMDBusyPct is the PMDs' processing cycles over their processing and
+	// idle cycles (ovs-appctl dpif-netdev/pmd-stats-show, cleared at the
+	// interval's start): how much of the polling moved packets.
+	PMDBusyPct *float64 `json:"pmd_busy_pct"`
+	// Derived, like CPUSide's: daemon CPU per transaction and per GB.
+	UsPerTransaction *float64 `json:"us_per_transaction"`
+	SecondsPerGB     *float64 `json:"seconds_per_gb"`
 }
 
 // CPUSide is one side's process time, the host's CPU split from /proc/stat,
