@@ -14,10 +14,10 @@ import (
 // Cluster is the fingerprint stored with every Kubernetes run, so runs on
 // different clusters, CNIs and kernels can be told apart in one report.
 type Cluster struct {
-	Context string     `json:"context,omitempty"`
-	Server  string     `json:"server,omitempty"`
-	Version string     `json:"version"` // the API server's gitVersion
-	CNI     string     `json:"cni"`
+	Context string `json:"context,omitempty"`
+	Server  string `json:"server,omitempty"`
+	Version string `json:"version"` // the API server's gitVersion
+	CNI     string `json:"cni"`
 	// CNIMode is the CNI's datapath mode where it has several (Flannel's
 	// backend: vxlan, host-gw); "" when unknown or not applicable.
 	CNIMode string `json:"cni_mode,omitempty"`
