@@ -373,7 +373,7 @@ still going are deleted too.`,
 			if err != nil {
 				return err
 			}
-			removed, err := k8s.Clean(cmd.Context(), conn.Client, timeout, time.Second)
+			removed, err := k8s.Clean(cmd.Context(), conn.Bulk, timeout, time.Second)
 			for _, r := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "deleted", r)
 			}

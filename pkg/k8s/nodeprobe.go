@@ -294,10 +294,11 @@ func (c *Cluster) ApplyProbes(probes []NodeProbe, nodes []corev1.Node) {
 func workloadCNI(c *Cluster) string { return c.cniSource }
 
 // cniFromLinks names a plain CNI from the node's devices when no agent
-// runs: the reference bridge plugin leaves a bridge named cni0.
+// runs: the reference bridge plugin leaves a bridge named cni0, so
+// "bridge" means a cni0 bridge and none of the known agents running.
 func cniFromLinks(links map[string]bool) string {
 	if links["cni0:bridge"] {
-		return "bridge (cni0, no CNI agent running)"
+		return "bridge"
 	}
 	return cniUnknown
 }

@@ -34,7 +34,7 @@ func TestApplyProbes(t *testing.T) {
 		{"flannel host-gw", []NodeProbe{hgw, hgw}, []corev1.Node{flannelNode("n1", "host-gw")}, "flannel", "flannel", "host-gw", "iptables"},
 		// Flannel's annotations outlive it: after a switch back to the
 		// bridge plugin they still say flannel, but nothing runs.
-		{"stale flannel annotations", []NodeProbe{bridge, bridge}, []corev1.Node{flannelNode("n1", "vxlan")}, "flannel", "bridge (cni0, no CNI agent running)", "", "iptables"},
+		{"stale flannel annotations", []NodeProbe{bridge, bridge}, []corev1.Node{flannelNode("n1", "vxlan")}, "flannel", "bridge", "", "iptables"},
 		{"vxlan annotated, no device", []NodeProbe{hgw}, []corev1.Node{flannelNode("n1", "vxlan")}, "flannel", "flannel", "vxlan? (annotated, but no flannel.1 vxlan device on the probed nodes)", "iptables"},
 		{"modes differ", []NodeProbe{{Node: "n1", KubeProxyMode: "iptables"}, {Node: "n2", KubeProxyMode: "nftables"}}, nil, cniUnknown, cniUnknown, "", "n1=iptables, n2=nftables"},
 		{"no kube-proxy", []NodeProbe{{Node: "n1", KubeProxyError: "no kube-proxy answers on 127.0.0.1:10249 (connection refused)"}}, nil, cniUnknown, cniUnknown, "",

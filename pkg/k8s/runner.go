@@ -185,8 +185,9 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			fmt.Fprintf(o.Log, "keeping the run's objects (--keep); remove them with: cnibench k8s clean\n")
 			return
 		}
-		// Cleanup must run even when ctx is already cancelled by Ctrl-C.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		// Cleanup must run even when ctx is already cancelled by Ctrl-C;
+		// thousands of filler Services take their time.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute+time.Duration(o.Services)*20*time.Millisecond)
 		defer cancel()
 		if cerr := r.deleteRun(cctx, ns, plan.RunID, createdNS); cerr != nil {
 			cerr = fmt.Errorf("cleanup incomplete (run `cnibench k8s clean`): %w", cerr)
@@ -650,9 +651,20 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 		}
 		for n, names := range byNS {
 			api := cs.CoreV1().Services(n)
-			gone("services in "+n, deleteEach(ctx, names, func(ctx context.Context, name string) error {
-				return api.Delete(ctx, name, do)
-			}))
+			gone("services in "+n, deleteAll(ctx, names, lo,
+				func(ctx context.Context) error { return deleteServiceCollection(ctx, cs, n, lo) },
+				func(ctx context.Context) ([]string, error) {
+					l, err := api.List(ctx, lo)
+					if err != nil {
+						return nil, err
+					}
+					var out []string
+					for _, s := range l.Items {
+						out = append(out, s.Name)
+					}
+					return out, nil
+				},
+				func(ctx context.Context, name string) error { return api.Delete(ctx, name, do) }))
 		}
 	}
 	gone("endpointslices", deleteSlices(ctx, cs, ns, selector))

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/cnibench/cnibench/pkg/runid"
 )
@@ -46,7 +48,7 @@ const (
 	fillerWorkers = 24
 	// EndpointSliceManagedBy marks the fillers' slices as cnibench's, so
 	// the EndpointSlice controllers leave them alone.
-	EndpointSliceManagedBy = "cnibench.io/filler"
+	EndpointSliceManagedBy = "cnibench-filler"
 	roleFiller             = "filler"
 )
 
@@ -290,26 +292,54 @@ func deleteSlices(ctx context.Context, cs kubernetes.Interface, ns, selector str
 	var errs []error
 	for n, names := range byNS {
 		api := cs.DiscoveryV1().EndpointSlices(n)
-		// One call where the API allows it; whatever it left (an API that
-		// does not, an error half way) goes one by one.
-		if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, lo); err == nil {
-			left, err := api.List(ctx, lo)
-			if err != nil {
-				errs = append(errs, APIError("list", "endpointslices in "+n, err))
-				continue
-			}
-			names = names[:0]
-			for _, s := range left.Items {
-				names = append(names, s.Name)
-			}
-		}
-		if err := deleteEach(ctx, names, func(ctx context.Context, name string) error {
-			return api.Delete(ctx, name, metav1.DeleteOptions{})
-		}); err != nil {
+		err := deleteAll(ctx, names, lo,
+			func(ctx context.Context) error { return api.DeleteCollection(ctx, metav1.DeleteOptions{}, lo) },
+			func(ctx context.Context) ([]string, error) {
+				l, err := api.List(ctx, lo)
+				if err != nil {
+					return nil, err
+				}
+				var out []string
+				for _, s := range l.Items {
+					out = append(out, s.Name)
+				}
+				return out, nil
+			},
+			func(ctx context.Context, name string) error { return api.Delete(ctx, name, metav1.DeleteOptions{}) })
+		if err != nil {
 			errs = append(errs, APIError("delete", "endpointslices in "+n, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deleteServiceCollection is DELETE on the namespace's services collection
+// with a label selector: the API server has it, client-go's typed Service
+// client does not, so it goes through the REST client.
+func deleteServiceCollection(ctx context.Context, cs kubernetes.Interface, ns string, lo metav1.ListOptions) error {
+	rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		return errors.New("no REST client")
+	}
+	return rc.Delete().Namespace(ns).Resource("services").
+		VersionedParams(&lo, scheme.ParameterCodec).Do(ctx).Error()
+}
+
+// deleteAll deletes names: one DeleteCollection call where the API allows
+// it (a single request instead of thousands), then whatever is left — an
+// API without it, a call that timed out half way, a fake clientset that
+// ignores it — one by one, many at once.
+func deleteAll(ctx context.Context, names []string, _ metav1.ListOptions,
+	collection func(context.Context) error, list func(context.Context) ([]string, error),
+	one func(context.Context, string) error) error {
+	if len(names) > 1 {
+		if err := collection(ctx); err == nil || ctx.Err() == nil {
+			if left, err := list(ctx); err == nil {
+				names = left
+			}
+		}
+	}
+	return deleteEach(ctx, names, one)
 }
 
 // fillerRate formats a creation rate for the log.
