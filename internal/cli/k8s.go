@@ -136,6 +136,9 @@ failure and Ctrl-C.`,
 			if repeats < 1 {
 				return UsageError{errors.New("--repeats must be at least 1")}
 			}
+			if services < 0 || services > k8s.MaxServices {
+				return UsageError{fmt.Errorf("--services %d: must be 0-%d", services, k8s.MaxServices)}
+			}
 			if duration <= 0 || warmup < 0 {
 				return UsageError{errors.New("--duration must be positive and --warmup not negative")}
 			}
