@@ -2,7 +2,9 @@
 # Installs the Debian packages cnibench's tests, benchmarks and lab presets use.
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
-pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch bpftool sqlite3 jq chromium)
+# openvswitch-switch-dpdk (the ovs-dpdk preset) installs ovs-vswitchd-dpdk as a
+# lower-priority alternative: the host's default ovs-vswitchd stays the plain one.
+pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk bpftool sqlite3 jq chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,10 +8,14 @@ import (
 	"os/signal"
 
 	"github.com/cnibench/cnibench/internal/cli"
+	"github.com/cnibench/cnibench/pkg/wakeup"
 	"golang.org/x/sys/unix"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == wakeup.SpinArg {
+		wakeup.Main() // the --wakeup spin helper process; never returns
+	}
 	// Ctrl-C, a supervisor's SIGTERM and a closed terminal's SIGHUP all end
 	// a command the same way: its context is cancelled, so every lab, host
 	// change and child process it made is undone before it exits.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cnibench/cnibench/pkg/engine"
 )
@@ -41,17 +40,6 @@ func TestClientFlagErrors(t *testing.T) {
 		if c.want != "bad --listen" && !errors.As(err, &u) {
 			t.Errorf("%v: not a usage error (exit 2): %v", c.args, err)
 		}
-	}
-}
-
-func TestClientPlan(t *testing.T) {
-	f := &clientFlags{server: "h", tests: "tcp_lat,udp_bw", sizes: "64,1K", rate: "2G", port: 7420, parallel: 2, duration: time.Second}
-	p, err := f.plan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.tests) != 2 || p.sizes[1] != 1024 || p.rate != 2e9 {
-		t.Errorf("plan %+v", p)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +32,7 @@ claims (docs/engine.md). A tool that lacks a test is not asked for it.`,
 			if err := o.override(e); err != nil {
 				return UsageError{err}
 			}
-			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, db, "crosscheck", format, "", nil)
+			return runExperiment(cmd, e, experiment.LocalOptions{DBPath: db, Kind: store.KindCrosscheck}, format, "")
 		},
 	}
 	f := cmd.Flags()

@@ -19,7 +19,7 @@ func TestCompareGate(t *testing.T) {
 
 	_, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%", "--junit", junit)
 	var ge *report.GateError
-	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) == 0 || !strings.Contains(err.Error(), "vxlan tcp_lat 1B") {
+	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) == 0 || !strings.Contains(err.Error(), "vxlan tcp_lat 1B") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a 29%% slowdown passed the gate or failed wrongly: %v (exit %d)", err, ExitCode(err))
 	}
 	for _, r := range ge.Failed {
@@ -52,12 +52,22 @@ func TestCompareGate(t *testing.T) {
 		{"compare", "second", "first", "--fail-on", "slower>50%"},
 		{"compare", "first", "second", "--fail-on", "worse>5%"},
 		{"compare", "first", "first", "--fail-on", "slower>0%"},
+		{"compare", "second", "first", "--fail-on", "slower>5%,tcp_lat:slower>40%"},
+		{"compare", "second", "first", "--fail-on", "udp_lat:slower>1%"},
 	} {
 		if _, err := run(t, append(args, "--db", db)...); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
-	for _, bad := range []string{"faster>5%", "slower>5", "slower>-1%", "slower>abc%"} {
+	// The most specific rule decides; a rule for another test does not
+	// loosen tcp_lat.
+	if _, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>40%,one_way_mean_us:slower>5%"); ExitCode(err) != 1 {
+		t.Errorf("metric rule 5%% under a general 40%%: %v", err)
+	}
+	if _, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%,udp_lat:slower>40%"); ExitCode(err) != 1 {
+		t.Errorf("a udp_lat rule loosened tcp_lat: %v", err)
+	}
+	for _, bad := range []string{"faster>5%", "slower>5", "slower>-1%", "slower>abc%", "tcp_lta:slower>5%", "slower>5%,slower>3%", "slower>5%;worse>3%"} {
 		if _, err := run(t, "compare", "first", "second", "--db", db, "--fail-on", bad); ExitCode(err) != 2 {
 			t.Errorf("--fail-on %q: want a usage error, got %v", bad, err)
 		}

@@ -90,7 +90,7 @@ func newK8sRunCmd() *cobra.Command {
 		parallel, repeats      int
 		services               int
 		engineName, dbPath     string
-		asJSON, keep           bool
+		asJSON, keep, profiled bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -154,7 +154,8 @@ failure and Ctrl-C.`,
 				Namespace: cf.namespace, Image: img, PullPolicy: pp,
 				Scenarios: sc, ClientNode: clientNode, ServerNode: serverNode, Repeats: repeats,
 				Client: k8s.ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(msgs), ","),
-					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName},
+					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName,
+					Profile: profiled},
 				ReadyTimeout:   readyTimeout,
 				MeasureTimeout: measureBudget(len(ts), len(sizes), duration, warmup),
 				Keep:           keep,
@@ -190,11 +191,17 @@ failure and Ctrl-C.`,
 			seq, stored := 0, 0
 			runErr := r.Execute(cmd.Context(), plan, o, func(s k8s.Sample) error {
 				samples = append(samples, s)
-				for _, ss := range k8s.StoreSamples(runID, s, ts, sizes, engineName, &seq) {
+				made := k8s.StoreSamples(runID, s, ts, sizes, engineName, &seq)
+				for _, ss := range made {
 					if err := db.AddSample(ss); err != nil {
 						return err
 					}
 					stored++
+				}
+				for _, p := range k8s.StoreProfiles(runID, s, made) {
+					if err := db.AddProfile(p); err != nil {
+						return err
+					}
 				}
 				return nil
 			})
@@ -230,6 +237,7 @@ failure and Ctrl-C.`,
 	f.DurationVar(&warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
 	f.IntVar(&parallel, "parallel", 1, "parallel streams/connections")
 	f.StringVar(&engineName, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.BoolVar(&profiled, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&repeats, "repeats", 1, "repeats of every scenario, interleaved")
 	f.IntVar(&services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))

@@ -1,24 +1,14 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/profile"
-	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
-	"github.com/cnibench/cnibench/pkg/units"
 )
 
 // profileFlags are --profile and its rate and event.
@@ -37,42 +27,13 @@ func addProfileFlags(cmd *cobra.Command, p *profileFlags) {
 	f.StringVar(&p.event, "profile-event", "", "with --profile: cycles or cpu-clock (default: cycles where the host has a PMU, cpu-clock otherwise)")
 }
 
-// armSet is --profile-arms as a set, checked against the experiment's arms
-// (nil: every arm).
-func (p profileFlags) armSet(e *experiment.Experiment) (map[string]bool, error) {
-	if len(p.arms) == 0 {
-		return nil, nil
-	}
-	have := map[string]bool{}
-	var names []string
-	for _, a := range e.Arms {
-		have[a.Name] = true
-		names = append(names, a.Name)
-	}
-	set := map[string]bool{}
-	for _, a := range p.arms {
-		if !have[a] {
-			return nil, fmt.Errorf("--profile-arms: no arm %q (arms: %s)", a, strings.Join(names, ", "))
-		}
-		set[a] = true
-	}
-	return set, nil
-}
-
-// profileRequest is what runExperiment needs to profile: the sampler's
-// options and the arms to profile (nil: all).
-type profileRequest struct {
-	profile.Options
-	Arms map[string]bool
-}
-
-// options returns nil without --profile.
-func (p profileFlags) options() (*profileRequest, error) {
+// options are the sampler's options, nil without --profile.
+func (p profileFlags) options() (*profile.Options, error) {
 	if !p.on {
+		if len(p.arms) > 0 {
+			return nil, fmt.Errorf("--profile-arms needs --profile")
+		}
 		return nil, nil
-	}
-	if len(p.arms) > 0 && !p.on {
-		return nil, fmt.Errorf("--profile-arms needs --profile")
 	}
 	if p.rate < 1 {
 		return nil, fmt.Errorf("--profile-rate %d: want 1..%d samples per second per CPU", p.rate, profile.MaxFrequency)
@@ -81,7 +42,7 @@ func (p profileFlags) options() (*profileRequest, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
-	return &profileRequest{Options: o}, nil
+	return &o, nil
 }
 
 func newExplainCmd() *cobra.Command {
@@ -101,46 +62,21 @@ test over the repeats; one repeat gives no significance). Stages, and how a
 stack is classified, are documented in docs/profiling.md.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := openExistingDB(db)
+			d, err := store.OpenExisting(db)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			defer d.Close()
-			run, samples, err := getRun(d, args[0])
+			run, samples, err := d.Load(args[0])
 			if err != nil {
-				return err
+				return usage(err)
 			}
-			profs, err := d.Profiles(run.ID)
+			es, err := stages.ExplainRun(d, run, samples, args[1], args[2], test)
 			if err != nil {
-				return err
-			}
-			if len(profs) == 0 {
-				return UsageError{fmt.Errorf("run %s was measured without --profile: run it again with --profile", run.Name)}
-			}
-			cells, err := stages.Cells(samples, profs)
-			if err != nil {
-				return err
-			}
-			es, err := stages.Explain(cells, args[1], args[2])
-			if err != nil {
-				return UsageError{err}
-			}
-			if test != "" {
-				var keep []stages.Explanation
-				for _, e := range es {
-					if e.Test == test {
-						keep = append(keep, e)
-					}
-				}
-				if len(keep) == 0 {
-					return UsageError{fmt.Errorf("--test %q: not profiled for both arms", test)}
-				}
-				es = keep
+				return usage(err)
 			}
 			if jsonOut {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"run": run.Name, "a": args[1], "b": args[2], "cells": es})
+				return report.WriteJSON(cmd.OutOrStdout(), map[string]any{"run": run.Name, "a": args[1], "b": args[2], "cells": es})
 			}
 			return stages.WriteText(cmd.OutOrStdout(), es)
 		},
@@ -149,92 +85,4 @@ stack is classified, are documented in docs/profiling.md.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	cmd.Flags().StringVar(&test, "test", "", "only this test")
 	return cmd
-}
-
-// runStages is a run's CPU by stage, nil for a run taken without --profile.
-func runStages(db *store.DB, run *store.Run, samples []store.Sample) (*stages.Report, error) {
-	profs, err := db.Profiles(run.ID)
-	if err != nil || len(profs) == 0 {
-		return nil, err
-	}
-	cells, err := stages.Cells(samples, profs)
-	if err != nil {
-		return nil, err
-	}
-	return &stages.Report{Cells: cells}, nil
-}
-
-func (s *runSource) stages(ref string, run *store.Run, samples []store.Sample) (*stages.Report, error) {
-	db, _, err := s.resolve(ref)
-	if err != nil {
-		return nil, err
-	}
-	return runStages(db, run, samples)
-}
-
-// runProfiled runs one client test with the CPUs sampled from the end of
-// its warmup for its duration (the client starts its warmup as it is
-// called), then prints the window's CPU by stage to w (standard error, so
-// --json output stays one document).
-func runProfiled(ctx context.Context, w io.Writer, sess *profile.Session, f *clientFlags, p *clientPlan, test string, size int) (*result.Result, error) {
-	var (
-		mu      sync.Mutex
-		started bool
-		prof    *profile.Profile
-		perr    error
-	)
-	stop := func() {
-		if started && prof == nil && perr == nil {
-			prof, perr = sess.Stop()
-		}
-	}
-	t1 := time.AfterFunc(f.warmup, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if prof == nil && perr == nil {
-			if perr = sess.Start(); perr == nil {
-				started = true
-			}
-		}
-	})
-	t2 := time.AfterFunc(f.warmup+f.duration, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stop()
-	})
-	r, err := runOne(ctx, f, p, test, size)
-	t1.Stop()
-	t2.Stop()
-	mu.Lock()
-	defer mu.Unlock()
-	stop()
-	if err != nil {
-		return nil, err
-	}
-	if prof == nil {
-		reason := "the test ended before its warmup did"
-		if perr != nil {
-			reason = perr.Error()
-		}
-		fmt.Fprintf(w, "%s %s: no profile: %s\n", test, units.FormatSize(size), reason)
-		return r, nil
-	}
-	var folded strings.Builder
-	if err := profile.WriteFolded(&folded, prof.Stacks); err != nil {
-		return nil, err
-	}
-	if f.profileDir != "" {
-		path := filepath.Join(f.profileDir, fmt.Sprintf("%s-%s.folded", test, units.FormatSize(size)))
-		if err := os.WriteFile(path, []byte(folded.String()), 0o644); err != nil {
-			return nil, fmt.Errorf("--profile-dir: %w", err)
-		}
-	}
-	sp := &store.Profile{Seq: 0, Event: string(prof.Event), Frequency: prof.Frequency, CPUs: prof.CPUs, WindowNs: prof.WindowNs,
-		Samples: prof.Samples, Lost: prof.Lost, PeriodSum: prof.PeriodSum, Folded: folded.String()}
-	cells, err := stages.Cells([]store.Sample{{Arm: "client", Test: test, MsgSize: size, Result: r}}, map[int]*store.Profile{0: sp})
-	if err != nil {
-		return nil, err
-	}
-	(&stages.Report{Cells: cells}).WriteText(w)
-	return r, nil
 }

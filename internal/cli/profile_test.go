@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/cnibench/cnibench/pkg/result"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,11 +95,26 @@ func TestPrivClientProfile(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "cnibench;") {
 		t.Errorf("folded stacks: %v\n%.300s", err, b)
 	}
+	// With --json the window's profile rides in the result set, as a
+	// Kubernetes client pod's log carries it to `k8s run --profile`.
+	cmd := exec.Command(bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
+		"--duration", "500ms", "--warmup", "200ms", "--profile", "--json")
+	js, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client --profile --json: %v", err)
+	}
+	set, err := result.DecodeSet(js)
+	if err != nil || len(set.Profiles) != 1 {
+		t.Fatalf("set: %v, %d profiles", err, len(set.Profiles))
+	}
+	if p := set.Profiles[0]; p.Test != "tcp_lat" || p.MsgSizeBytes != 1 || p.Samples == 0 || !strings.Contains(p.Folded, "cnibench;") || p.Event == "" {
+		t.Errorf("profile %+v", p)
+	}
 }
 
 // TestPrivProfileHeavyNetfilter: with 10,000 linear NetworkPolicy-style
 // rules walked by every new connection, netfilter takes a large share of
-// tcp_crr's busy CPU, many times the share it has on the same path without
+// tcp_crr's busy CPU, well above the share it has on the same path without
 // rules in the same interleaved run. (Not "the top stage": sampling is
 // system wide, and go test runs other packages' traffic beside this one.)
 func TestPrivProfileHeavyNetfilter(t *testing.T) {
@@ -143,7 +159,11 @@ func TestPrivProfileHeavyNetfilter(t *testing.T) {
 		}
 		share[c.Arm] = float64(nf) / float64(max(busy, 1))
 	}
-	if share["linear"] < 0.08 || share["linear"] < 3*share["none"] {
+	// The plain arm's share is other traffic on the host (sampling is
+	// system wide: a Kubernetes cluster's kube-proxy rules gave it 5.5 %
+	// once), which the rules arm carries too; the rules must add at least
+	// five points of busy CPU on top of it.
+	if share["linear"] < 0.08 || share["linear"]-share["none"] < 0.05 {
 		t.Errorf("netfilter share of busy CPU: %.1f%% with 10,000 rules, %.1f%% without", 100*share["linear"], 100*share["none"])
 	}
 }

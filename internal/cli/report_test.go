@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -72,7 +73,7 @@ func TestRunsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list []RunListing
+	var list []report.RunListing
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err)
 	}

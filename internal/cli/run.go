@@ -1,24 +1,17 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
-	"github.com/cnibench/cnibench/pkg/lab"
-	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
-	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
-	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
 
 type runOptions struct {
@@ -33,6 +26,9 @@ type runOptions struct {
 	precision string
 	budget    string
 	profile   profileFlags
+	wakeup    string
+	cpus      string
+	retake    bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -64,12 +60,14 @@ run keeps what it measured and is marked incomplete.`,
 			if err := o.override(e); err != nil {
 				return UsageError{err}
 			}
+			lo := experiment.LocalOptions{DBPath: o.db, Kind: store.KindLab}
 			if prof != nil {
-				if prof.Arms, err = o.profile.armSet(e); err != nil {
+				lo.Profile = prof
+				if lo.ProfileArms, err = e.ArmSet("--profile-arms", o.profile.arms); err != nil {
 					return UsageError{err}
 				}
 			}
-			return runExperiment(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), e, o.db, "lab", o.format, o.output, prof)
+			return runExperiment(cmd, e, lo, o.format, o.output)
 		},
 	}
 	f := cmd.Flags()
@@ -83,123 +81,45 @@ run keeps what it measured and is marked incomplete.`,
 	addProfileFlags(cmd, &o.profile)
 	f.StringVar(&o.precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
 	f.StringVar(&o.budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
+	f.StringVar(&o.wakeup, "wakeup", "", "keep idle CPUs awake while measuring: auto (calibrated at the start), spin, hold or none")
+	f.StringVar(&o.cpus, "cpus", "", "pin the client and server: auto, none or client=N,server=M")
+	f.BoolVar(&o.retake, "retake-disturbed", false, "measure every step taken while the machine was disturbed once more (both kept; the report uses the retake)")
 	return cmd
 }
 
 func (o *runOptions) override(e *experiment.Experiment) error {
-	ov := experiment.Overrides{Repeats: o.repeats, Duration: o.duration, Arms: o.arms}
-	if o.warmup != "" {
-		w, err := time.ParseDuration(o.warmup)
-		if err != nil {
-			return fmt.Errorf("--warmup %q: want a duration like 500ms or 0s", o.warmup)
-		}
-		ov.Warmup = &w
+	ov := experiment.Overrides{Repeats: o.repeats, Duration: o.duration, Arms: o.arms,
+		Wakeup: o.wakeup, CPUs: o.cpus, RetakeDisturbed: o.retake}
+	if err := ov.SetText(o.warmup, o.precision, o.budget); err != nil {
+		return err
 	}
-	if o.precision != "" {
-		p, err := experiment.ParsePercent(o.precision)
-		if err != nil {
-			return fmt.Errorf("--precision: %v", err)
-		}
-		ov.Precision = &p
-	}
-	if o.budget != "" {
-		b, err := time.ParseDuration(o.budget)
-		if err != nil {
-			return fmt.Errorf("--budget %q: want a duration like 5m", o.budget)
-		}
-		ov.Budget = &b
-	}
-	switch o.format {
-	case "table", "markdown", "json", "csv", "html", "none":
-	default:
+	if o.format != "none" && !report.ValidFormat(o.format) {
 		return fmt.Errorf("--format %q: want table, markdown, json, csv, html or none", o.format)
 	}
 	return e.Override(ov)
 }
 
-// runExperiment executes e, stores it, and renders the report.
-func runExperiment(ctx context.Context, stdout, stderr io.Writer, e *experiment.Experiment, dbPath, kind, format, output string, prof *profileRequest) error {
-	if os.Geteuid() != 0 {
-		return errors.New("running an experiment builds network namespaces and needs root: run it with sudo")
-	}
-	// A missing perf permission is found before anything is built.
-	var profiler experiment.Profiler
-	var profArms map[string]bool
-	if prof != nil {
-		profArms = prof.Arms
-		sess, err := profile.Open(prof.Options)
-		if err != nil {
-			return fmt.Errorf("--profile: %w", err)
-		}
-		defer sess.Close()
-		profiler = sess
-		fmt.Fprintf(stderr, "profiling every CPU at %d Hz (%s) during each measured window\n", prof.Frequency, sess.Event())
-	}
-	// A missing tool is found before the run is stored or anything built.
-	if err := e.Preflight(); err != nil {
-		return err
-	}
-	db, err := store.Open(dbPath)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	hostFP := sysinfo.Host.Fingerprint(Version)
-	// What this kernel can build goes with every run (about 0.1 s), so a
-	// report across hosts says why an arm is missing on one of them.
-	if pr, err := lab.Probe(ctx); err == nil {
-		hostFP.Capabilities = pr.Supported()
-	}
-	tty := false
-	if f, ok := stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	fmt.Fprintf(stderr, "experiment %s: %d arms, %d steps\n", e.Name, len(e.Arms), len(e.Plan()))
-	runID, err := experiment.Execute(ctx, e, experiment.Options{
-		Labs:        experiment.Labs{},
-		Measurer:    experiment.Drivers{},
-		Sink:        experiment.StoreSink{DB: db, Kind: kind, Host: hostFP},
-		Progress:    stderr,
-		IsTerminal:  tty,
-		Profiler:    profiler,
-		ProfileArms: profArms,
-	})
-	if runID != 0 {
-		fmt.Fprintf(stderr, "stored as run %d in %s\n", runID, db.Path())
-	}
+// runExperiment runs e on this host, stores it, and renders the report
+// (also of an interrupted run, or one with failed steps).
+func runExperiment(cmd *cobra.Command, e *experiment.Experiment, lo experiment.LocalOptions, format, output string) error {
+	lo.Version, lo.Progress = Version, cmd.ErrOrStderr()
+	runID, err := experiment.RunLocal(cmd.Context(), e, lo)
 	var failed *experiment.StepsFailedError
 	if err != nil && !errors.Is(err, experiment.ErrInterrupted) && !errors.As(err, &failed) {
 		return err
 	}
 	if runID != 0 && format != "none" {
-		if rerr := renderRun(db, runID, format, output, stdout); rerr != nil && err == nil {
+		rerr := report.WriteFile(cmd.OutOrStdout(), output, func(w io.Writer) error {
+			db, err := store.Open(lo.DBPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return report.RenderStored(w, format, db, fmt.Sprint(runID))
+		})
+		if rerr != nil && err == nil {
 			err = rerr
 		}
 	}
 	return err
-}
-
-func renderRun(db *store.DB, runID int64, format, output string, stdout io.Writer) error {
-	run, err := db.GetRun(fmt.Sprint(runID))
-	if err != nil {
-		return err
-	}
-	samples, err := db.Samples(runID)
-	if err != nil {
-		return err
-	}
-	w := stdout
-	if output != "" {
-		f, err := os.Create(output)
-		if err != nil {
-			return fmt.Errorf("write report: %w", err)
-		}
-		defer f.Close()
-		w = f
-	}
-	st, err := runStages(db, run, samples)
-	if err != nil {
-		return err
-	}
-	return report.RenderRunsStages(w, format, []report.Input{{Run: run, Samples: samples}}, []*stages.Report{st})
 }

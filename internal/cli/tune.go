@@ -1,18 +1,14 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/cnibench/cnibench/pkg/lab"
-	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -51,52 +47,6 @@ func splitIDs(s string) []string {
 	return out
 }
 
-// envForRoot builds the knob environment. With a root other than "/", knobs
-// that can only ask the live kernel (ethtool, netlink, nftables) report that
-// instead of mixing live values into a fixture audit.
-func envForRoot(root string) *tune.Env {
-	e := tune.DefaultEnv()
-	if root == "" || root == "/" {
-		return e
-	}
-	e.ProcRoot = filepath.Join(root, "proc")
-	e.SysRoot = filepath.Join(root, "sys")
-	e.DevRoot = filepath.Join(root, "dev")
-	e.OVSDB = filepath.Join(root, "var/run/openvswitch/db.sock")
-	e.NIC, e.Links, e.Rules = liveOnly{}, liveOnly{}, liveOnly{}
-	return e
-}
-
-type liveOnly struct{}
-
-var errLiveOnly = errors.New("not available with --root: this knob asks the live kernel (ethtool/netlink/nftables)")
-
-func (liveOnly) Driver(string) (string, error)                    { return "", errLiveOnly }
-func (liveOnly) Ring(string) (tune.Ring, error)                   { return tune.Ring{}, errLiveOnly }
-func (liveOnly) SetRing(string, uint32, uint32) error             { return errLiveOnly }
-func (liveOnly) Features(string) (map[string]tune.Feature, error) { return nil, errLiveOnly }
-func (liveOnly) SetFeature(string, string, bool) error            { return errLiveOnly }
-func (liveOnly) Links(string) ([]tune.LinkInfo, error)            { return nil, errLiveOnly }
-func (liveOnly) KubeProxyRules() (int, int, error)                { return 0, 0, errLiveOnly }
-
-// scopeNamespaces resolves --scope: host → nil; netns:<name> → that
-// namespace; lab:<name> → the lab's endpoint namespaces.
-func scopeNamespaces(scope string) ([]string, error) {
-	switch {
-	case scope == "" || scope == "host":
-		return nil, nil
-	case strings.HasPrefix(scope, "netns:"):
-		name := strings.TrimPrefix(scope, "netns:")
-		if name == "" || !netns.Exists(name) {
-			return nil, UsageError{fmt.Errorf("--scope %s: no network namespace %q in %s (see `ip netns list`)", scope, name, netns.Dir)}
-		}
-		return []string{name}, nil
-	case strings.HasPrefix(scope, "lab:"):
-		return labNamespaces(strings.TrimPrefix(scope, "lab:"))
-	}
-	return nil, UsageError{fmt.Errorf("bad --scope %q: use host, lab:<name> or netns:<name>", scope)}
-}
-
 func tuneAuditCmd() *cobra.Command {
 	var profile, root, only, scope string
 	var asJSON bool
@@ -113,36 +63,15 @@ func tuneAuditCmd() *cobra.Command {
 			if err != nil {
 				return UsageError{err}
 			}
-			e := envForRoot(root)
-			nss, err := scopeNamespaces(scope)
+			nss, err := lab.ScopeNamespaces(scope)
 			if err != nil {
-				return err
+				return UsageError{err}
 			}
-			var fs []tune.Finding
-			if len(nss) == 0 {
-				fs = tune.Audit(e, ks, profiles)
-			} else {
-				var netKs, once []*tune.Knob
-				for _, k := range ks {
-					switch {
-					case k.ID == "mtu.consistency":
-						once = append(once, k) // compares pods with tunnels across all the namespaces
-					case k.Scope == tune.ScopeNetns:
-						netKs = append(netKs, k)
-					}
-				}
-				for _, n := range nss {
-					fs = append(fs, tune.Audit(e.WithNetns(n), netKs, profiles)...)
-				}
-				e.LabNetns = nss
-				fs = append(fs, tune.Audit(e, once, profiles)...)
-			}
+			fs := tune.AuditNetns(tune.EnvAt(root), ks, profiles, nss)
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(fs)
+				return report.WriteJSON(cmd.OutOrStdout(), fs)
 			}
-			return printFindings(cmd.OutOrStdout(), fs, len(profiles) > 1)
+			return tune.WriteFindings(cmd.OutOrStdout(), fs, len(profiles) > 1)
 		},
 	}
 	c.Flags().StringVar(&profile, "profile", "", "latency or throughput (default: both)")
@@ -151,46 +80,6 @@ func tuneAuditCmd() *cobra.Command {
 	c.Flags().StringVar(&scope, "scope", "host", "host, lab:<name> or netns:<name> (per-namespace knobs only)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
 	return c
-}
-
-func printFindings(w io.Writer, fs []tune.Finding, withProfile bool) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	hdr := "KNOB\tTARGET\tCURRENT\tRECOMMENDED\tSTATUS\tSOURCE\tNOTE"
-	if withProfile {
-		hdr = "PROFILE\t" + hdr
-	}
-	fmt.Fprintln(tw, hdr)
-	for _, f := range fs {
-		note := ""
-		if f.Status != tune.StatusOK {
-			note = f.Why
-		}
-		tgt := nsTarget(f.Netns, f.Target)
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, tuneDash(tgt), tuneDash(f.Current), tuneDash(f.Recommended), f.Status, tuneDash(f.Source), note)
-		if withProfile {
-			row = string(f.Profile) + "\t" + row
-		}
-		fmt.Fprintln(tw, row)
-	}
-	return tw.Flush()
-}
-
-// nsTarget names a target inside a namespace as netns:target.
-func nsTarget(ns, target string) string {
-	switch {
-	case ns == "":
-		return target
-	case target == "":
-		return ns
-	}
-	return ns + ":" + target
-}
-
-func tuneDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func tuneApplyCmd() *cobra.Command {
@@ -212,9 +101,9 @@ func tuneApplyCmd() *cobra.Command {
 			if err != nil {
 				return UsageError{err}
 			}
-			nss, err := scopeNamespaces(scope)
+			nss, err := lab.ScopeNamespaces(scope)
 			if err != nil {
-				return err
+				return UsageError{err}
 			}
 			if len(nss) == 0 && !yes && !dry {
 				return UsageError{errors.New("apply --scope host changes this machine's settings: add --yes, or --dry-run to see the plan")}
@@ -226,13 +115,11 @@ func tuneApplyCmd() *cobra.Command {
 				ScopeLabel: scopeLabel(scope), DryRun: dry, JournalDir: dir})
 			if rep != nil {
 				if asJSON {
-					enc := json.NewEncoder(cmd.OutOrStdout())
-					enc.SetIndent("", "  ")
-					if jerr := enc.Encode(rep); jerr != nil {
+					if jerr := report.WriteJSON(cmd.OutOrStdout(), rep); jerr != nil {
 						return jerr
 					}
 				} else {
-					printApply(cmd.OutOrStdout(), rep, dry)
+					tune.WriteApply(cmd.OutOrStdout(), rep, dry)
 				}
 			}
 			if err != nil {
@@ -262,34 +149,6 @@ func scopeLabel(s string) string {
 	return s
 }
 
-func printApply(w io.Writer, rep *tune.ApplyReport, dry bool) {
-	verb := "changed"
-	if dry {
-		verb = "would change"
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "KNOB\tTARGET\tOLD\tNEW\tRESULT\n")
-	for _, c := range rep.Changes {
-		res := verb
-		if c.Error != "" {
-			res = "FAILED: " + c.Error
-		}
-		tgt := nsTarget(c.Netns, c.Target)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Knob, tuneDash(tgt), c.Old, c.New, res)
-	}
-	for _, s := range rep.Skipped {
-		tgt := nsTarget(s.Netns, s.Target)
-		fmt.Fprintf(tw, "%s\t%s\t\t\tskipped: %s\n", s.Knob, tuneDash(tgt), s.Reason)
-	}
-	tw.Flush()
-	switch {
-	case rep.Journal != "":
-		fmt.Fprintf(w, "journal: %s (undo with `cnibench tune rollback`)\n", rep.Journal)
-	case len(rep.Changes) == 0:
-		fmt.Fprintln(w, "nothing to change")
-	}
-}
-
 func tuneStatusCmd() *cobra.Command {
 	var dir string
 	var all, asJSON bool
@@ -314,9 +173,7 @@ func tuneStatusCmd() *cobra.Command {
 						shown = append(shown, j)
 					}
 				}
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
+				if err := report.WriteJSON(w, struct {
 					Journals []tune.JournalInfo  `json:"journals"`
 					Labs     []lab.JournalStatus `json:"labs"`
 				}{orEmpty(shown), orEmpty(labJs)}); err != nil {
@@ -324,32 +181,10 @@ func tuneStatusCmd() *cobra.Command {
 				}
 				return lerr
 			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOURNAL\tSTARTED\tPROFILE\tSCOPE\tCHANGES\tFAILED\tUNFINISHED\tSTATE")
-			n := 0
-			for _, j := range js {
-				if j.RolledBack && !all {
-					continue
-				}
-				n++
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.Path, j.Started.Format("2006-01-02 15:04:05Z"),
-					j.Profile, j.Scope, j.Changes, j.Failed, j.Unfinished, journalState(j))
-			}
-			tw.Flush()
-			if n == 0 {
+			if tune.WriteJournals(w, js, all) == 0 {
 				fmt.Fprintf(w, "no applied journals in %s: nothing to roll back\n", dir)
 			}
-			for _, lj := range labJs {
-				owner := fmt.Sprintf("lab %s (id %s, %s)", lj.Lab, lj.ID, lj.State)
-				if lj.Lab == "" {
-					owner = fmt.Sprintf("no lab (id %s; a killed `lab up`?): undo with `cnibench lab clean --id %s`", lj.ID, lj.ID)
-				}
-				fmt.Fprintf(w, "%s: journal %s, %d changes held\n", owner, lj.Path, len(lj.Held))
-				if lj.Error != "" {
-					fmt.Fprintf(w, "  unreadable: %s\n", lj.Error)
-				}
-				printChanges(w, lj.Held, "  ")
-			}
+			lab.WriteStatus(w, labJs)
 			return lerr
 		},
 	}
@@ -357,31 +192,6 @@ func tuneStatusCmd() *cobra.Command {
 	c.Flags().BoolVar(&all, "all", false, "also list journals already rolled back")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the journals and the labs' held changes as JSON")
 	return c
-}
-
-func journalState(j tune.JournalInfo) string {
-	switch {
-	case j.Error != "":
-		return "unreadable: " + j.Error
-	case j.RolledBack:
-		return "rolled back"
-	case j.Unfinished > 0:
-		return "interrupted (crash during apply)"
-	}
-	return "applied"
-}
-
-// printChanges lists journal change entries: setting, where, old -> new.
-func printChanges(w io.Writer, cs []tune.Entry, indent string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range cs {
-		where := "host"
-		if c.Netns != "" {
-			where = "netns " + c.Netns
-		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s -> %s\n", indent, c.Knob, c.Target, where, c.ShownOld(), c.New)
-	}
-	tw.Flush()
 }
 
 func orEmpty[T any](s []T) []T {
@@ -469,54 +279,11 @@ func tuneKnobsCmd() *cobra.Command {
 		Short: "List the knob registry: what each reads/writes, scope, profiles, source, risk",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := cmd.OutOrStdout()
-			type row struct {
-				ID, Title, Scope, Access, Latency, Throughput, Source, Risk string
-				AuditOnly                                                   bool
-			}
-			var rows []row
-			for _, k := range tune.Knobs() {
-				r := row{ID: k.ID, Title: k.Title, Scope: string(k.Scope), Access: k.Access, Risk: k.Risk, AuditOnly: k.AuditOnly}
-				var srcs []string
-				if rec, ok := k.Recs[tune.Latency]; ok {
-					r.Latency, srcs = rec.Value, append(srcs, rec.Source)
-				}
-				if rec, ok := k.Recs[tune.Throughput]; ok {
-					r.Throughput = rec.Value
-					if len(srcs) == 0 || srcs[0] != rec.Source {
-						srcs = append(srcs, rec.Source)
-					}
-				}
-				if len(srcs) == 0 {
-					srcs = []string{k.Source}
-				}
-				r.Source = strings.Join(srcs, "; ")
-				rows = append(rows, r)
-			}
+			rows := tune.KnobRows()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return report.WriteJSON(cmd.OutOrStdout(), rows)
 			}
-			if markdown {
-				fmt.Fprintln(w, "| id | what | reads/writes | scope | latency | throughput | source | risk |")
-				fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-				for _, r := range rows {
-					ao := ""
-					if r.AuditOnly {
-						ao = " (audit only)"
-					}
-					fmt.Fprintf(w, "| `%s` | %s%s | %s | %s | %s | %s | %s | %s |\n", r.ID, r.Title, ao,
-						strings.ReplaceAll(r.Access, "|", "\\|"), r.Scope, tuneDash(r.Latency), tuneDash(r.Throughput), r.Source, r.Risk)
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCOPE\tLATENCY\tTHROUGHPUT\tREADS/WRITES")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Scope, tuneDash(r.Latency), tuneDash(r.Throughput), r.Access)
-			}
-			return tw.Flush()
+			return tune.WriteKnobs(cmd.OutOrStdout(), rows, markdown)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")

@@ -159,7 +159,7 @@ func TestPrivTuneLabScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Down(context.Background()) })
-	nss, err := labNamespaces(l.Name)
+	nss, err := lab.ScopeNamespaces("lab:" + l.Name)
 	if err != nil || len(nss) < 2 {
 		t.Fatalf("lab namespaces: %v %v", nss, err)
 	}

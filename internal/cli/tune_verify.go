@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/cnibench/cnibench/pkg/disturb"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -107,17 +108,17 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	}
 	res, err := verify.Run(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
 		JournalDir: o.journalDir, DB: db, Fingerprint: sysinfo.Host.Fingerprint(Version),
-		Out: stdout, Progress: stderr, IsTerminal: tty,
-		OnApply: func(w io.Writer, rep *tune.ApplyReport) { printApply(w, rep, false) }})
+		Out: stdout, Progress: stderr, IsTerminal: tty, Disturb: disturb.New(sysinfo.Host),
+		OnApply: func(w io.Writer, rep *tune.ApplyReport) { tune.WriteApply(w, rep, false) }})
 	var failed *experiment.StepsFailedError
 	if err != nil && !errors.As(err, &failed) {
 		return err
 	}
-	runA, sA, rerr := getRun(db, fmt.Sprint(res.Before))
+	runA, sA, rerr := db.Load(fmt.Sprint(res.Before))
 	if rerr != nil {
 		return rerr
 	}
-	runB, sB, rerr := getRun(db, fmt.Sprint(res.After))
+	runB, sB, rerr := db.Load(fmt.Sprint(res.After))
 	if rerr != nil {
 		return rerr
 	}

@@ -26,6 +26,9 @@ type Spec struct {
 	Warmup   time.Duration
 	Parallel int     // streams/connections; 0 or 1 means one
 	RateBps  float64 // udp_bw send rate in bits/s; 0 means unlimited
+	// ClientCPU and ServerCPU pin the client's and server's processes
+	// (every thread they start) to one CPU; nil leaves them unpinned.
+	ClientCPU, ServerCPU *int
 }
 
 // Driver builds commands for one tool and parses what they print.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, err
 	}
 
-	srv, err := startProcess(nil, serverNS, srvArgv, nil)
+	srv, err := startProcess(nil, serverNS, spec.ServerCPU, srvArgv, nil)
 	if err != nil {
 		return nil, fmt.Errorf("start %s server in netns %q: %w", name, serverNS, err)
 	}
@@ -80,7 +81,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	cctx, cancel := context.WithTimeout(ctx, spec.Duration+spec.Warmup+ClientMargin)
 	defer cancel()
 	var stdout bytes.Buffer
-	cli, err := startProcess(cctx, clientNS, cliArgv, &stdout)
+	cli, err := startProcess(cctx, clientNS, spec.ClientCPU, cliArgv, &stdout)
 	if err != nil {
 		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
 	}
@@ -213,9 +214,9 @@ type process struct {
 	ended   time.Time
 }
 
-// startProcess starts argv in namespace ns in a new process group. When ctx
-// is not nil, its end kills the whole group.
-func startProcess(ctx context.Context, ns string, argv []string, stdout *bytes.Buffer) (*process, error) {
+// startProcess starts argv in namespace ns in a new process group, pinned to
+// cpu when it is not nil. When ctx is not nil, its end kills the whole group.
+func startProcess(ctx context.Context, ns string, cpu *int, argv []string, stdout *bytes.Buffer) (*process, error) {
 	p := &process{stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -227,7 +228,7 @@ func startProcess(ctx context.Context, ns string, argv []string, stdout *bytes.B
 	c.Stderr = p.stderr
 	p.cmd = c
 	p.started = time.Now()
-	if err := netns.Start(ns, c); err != nil {
+	if err := startPinned(ns, cpu, c); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -464,4 +465,29 @@ func prepare(d Driver, spec Spec) (Spec, error) {
 		return spec, fmt.Errorf("%s: no port given and the driver has no default port", d.Name())
 	}
 	return spec, nil
+}
+
+// startPinned starts c in namespace ns with its affinity set to cpu. The
+// affinity is inherited through fork and exec, and by every thread the
+// program starts, so pinning the forking thread pins the whole tool (any
+// engine, not only cnibench's) from its first instruction; setting it after
+// the start would race with the threads the tool creates.
+func startPinned(ns string, cpu *int, c *exec.Cmd) error {
+	if cpu == nil {
+		return netns.Start(ns, c)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Locked and never unlocked: the thread keeps the changed
+		// affinity, so the runtime ends it with this goroutine.
+		runtime.LockOSThread()
+		var one unix.CPUSet
+		one.Set(*cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			done <- fmt.Errorf("pin to CPU %d: %w", *cpu, err)
+			return
+		}
+		done <- netns.Start(ns, c)
+	}()
+	return <-done
 }

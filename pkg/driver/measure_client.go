@@ -25,7 +25,7 @@ func MeasureClient(ctx context.Context, d Driver, spec Spec, clientNS string) (*
 	cctx, cancel := context.WithTimeout(ctx, spec.Duration+spec.Warmup+ClientMargin)
 	defer cancel()
 	var stdout bytes.Buffer
-	cli, err := startProcess(cctx, clientNS, argv, &stdout)
+	cli, err := startProcess(cctx, clientNS, spec.ClientCPU, argv, &stdout)
 	if err != nil {
 		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
 	}

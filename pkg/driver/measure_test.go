@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -306,5 +308,30 @@ func TestWholeSecondsAndInstalled(t *testing.T) {
 	err := CheckInstalled("cnibench-no-such-tool", "pkg")
 	if err == nil || err.Error() != "cnibench-no-such-tool is not installed: apt-get install pkg" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A pinned process (and every thread it starts) may run only on its CPU,
+// from its first instruction; the starting goroutine's own thread is not
+// left pinned.
+func TestStartPinned(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	for _, cpu := range []int{0, 1} {
+		var out bytes.Buffer
+		c := cpu
+		p, err := startProcess(nil, "", &c, []string{"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		if want := fmt.Sprintf("Cpus_allowed_list:\t%d\n", cpu); out.String() != want {
+			t.Errorf("pinned to %d: %q, want %q", cpu, out.String(), want)
+		}
+	}
+	var self unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &self); err != nil || self.Count() != runtime.NumCPU() {
+		t.Errorf("the test's thread was left pinned: %d CPUs (%v)", self.Count(), err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/wakeup"
 )
 
 // ErrInvalid is wrapped by every error that says an experiment file cannot
@@ -111,6 +112,12 @@ type Overrides struct {
 	// nil keeps the file's.
 	Precision *float64
 	Budget    *time.Duration
+	// Wakeup and CPUs replace the experiment's (and every arm's) policy
+	// and placement; "" keeps them.
+	Wakeup string
+	CPUs   string
+	// RetakeDisturbed true turns retaking on; false keeps the file's.
+	RetakeDisturbed bool
 }
 
 // Override applies o and checks the result again; its errors wrap
@@ -177,6 +184,27 @@ func (e *Experiment) Override(o Overrides) error {
 	}
 	if err := e.checkPrecision(); err != nil {
 		return bad("%v", err)
+	}
+	if o.Wakeup != "" {
+		if _, err := wakeup.Parse(o.Wakeup); err != nil {
+			return bad("--wakeup: %v", err)
+		}
+		e.Wakeup = o.Wakeup
+		for i := range e.Arms {
+			e.Arms[i].Wakeup = ""
+		}
+	}
+	if o.RetakeDisturbed {
+		e.RetakeDisturbed = true
+	}
+	if o.CPUs != "" {
+		if _, err := ParsePlacement(o.CPUs, usableCPUs()); err != nil {
+			return bad("--%v", err)
+		}
+		e.CPUs = o.CPUs
+		for i := range e.Arms {
+			e.Arms[i].CPUs = ""
+		}
 	}
 	return e.Check()
 }

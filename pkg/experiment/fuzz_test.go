@@ -8,7 +8,7 @@ import (
 
 // FuzzParse: any experiment text parses strictly or is refused with an
 // error; one that parses can be planned, and its plan has one step per
-// arm × test × size × repeat.
+// arm × test × that test's size × repeat.
 func FuzzParse(f *testing.F) {
 	fuzzseed.AddFiles(f, "../../experiments/*.yaml")
 	f.Add([]byte("arms: [{name: a, topology: veth}]\ntests: [tcp_lat]\nsizes: [1]\nrepeats: 1\n"))
@@ -20,7 +20,9 @@ func FuzzParse(f *testing.F) {
 		}
 		want := 0
 		for i := range e.Arms {
-			want += len(e.ArmTests(&e.Arms[i])) * len(e.MsgSizes) * e.Repeats
+			for _, test := range e.ArmTests(&e.Arms[i]) {
+				want += len(e.Sizes(test)) * e.Repeats
+			}
 		}
 		if got := len(e.Plan()); got != want {
 			t.Fatalf("plan has %d steps, want %d", got, want)

@@ -7,6 +7,9 @@ type Step struct {
 	Arm     int // index into Experiment.Arms
 	Test    string
 	MsgSize int
+	// RetakeOf is the Seq of the disturbed step this one measures again
+	// (--retake-disturbed); nil for a planned step.
+	RetakeOf *int
 }
 
 // Plan returns every step of the experiment in run order.

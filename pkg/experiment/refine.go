@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -45,7 +46,13 @@ func (p *precisionOutcome) String() string {
 	s := fmt.Sprintf("precision ±%.3g%% reached by %d of %d cells after %d extra rounds (%s)",
 		p.target*100, p.reached, p.cells, p.rounds, p.stopped)
 	if len(p.missed) > 0 {
-		s += "; not reached: " + strings.Join(p.missed, ", ")
+		// The report lists every cell (flag "n=N >±P"); the status stays
+		// a line.
+		m := p.missed
+		if len(m) > 4 {
+			m = append(m[:4:4], fmt.Sprintf("… %d more", len(p.missed)-4))
+		}
+		s += "; not reached: " + strings.Join(m, ", ")
 	}
 	return s
 }
@@ -72,13 +79,19 @@ func (x *executor) refine(start time.Time) (*precisionOutcome, error) {
 	cells := x.cells()
 	out.cells = len(cells)
 	for round := e.Repeats; ; round++ {
-		var steps []Step
-		for _, c := range x.imprecise(cells) {
-			steps = append(steps, Step{Repeat: round, Arm: c.arm, Test: c.test, MsgSize: c.size})
-		}
-		if len(steps) == 0 {
+		open := x.imprecise(cells)
+		if len(open) == 0 {
 			out.stopped = "all cells reached it"
 			break
+		}
+		if x.done > 0 {
+			per := time.Since(start) / time.Duration(x.done)
+			left := int((budget - time.Since(start)) / max(per, 1))
+			open = triage(open, x.need(open), left)
+		}
+		var steps []Step
+		for _, c := range open {
+			steps = append(steps, Step{Repeat: round, Arm: c.arm, Test: c.test, MsgSize: c.size})
 		}
 		if round >= MaxRepeats {
 			out.stopped = fmt.Sprintf("%d samples per cell is the limit", MaxRepeats)
@@ -101,6 +114,15 @@ func (x *executor) refine(start time.Time) (*precisionOutcome, error) {
 		}
 		if x.ctx.Err() != nil {
 			out.interrupted = len(steps) - (x.done - before)
+			out.stopped = "interrupted"
+			break
+		}
+		n, err := x.retakeDisturbed(start)
+		if err != nil {
+			return out, err
+		}
+		if x.ctx.Err() != nil {
+			out.interrupted = n - (x.done - before - len(steps))
 			out.stopped = "interrupted"
 			break
 		}
@@ -169,6 +191,56 @@ func rotate(steps []Step, round int) []Step {
 		out = append(out, g[k:]...)
 		out = append(out, g[:k]...)
 		i = j
+	}
+	return out
+}
+
+// need estimates how many more samples each cell needs to reach the
+// target: a median's interval narrows about as 1/√n, so n·(w/P)² in all.
+// A cell whose width cannot be told yet needs as many again as it has.
+func (x *executor) need(cells []cellKey) map[cellKey]int {
+	p := float64(x.e.Precision)
+	out := map[cellKey]int{}
+	for _, c := range cells {
+		v := x.values[c]
+		w := relHalfWidth(v)
+		if math.IsInf(w, 1) || math.IsNaN(w) {
+			out[c] = max(1, len(v))
+			continue
+		}
+		out[c] = max(1, int(math.Ceil(float64(len(v))*(w/p)*(w/p)))-len(v))
+	}
+	return out
+}
+
+// triage picks the cells to measure in the next round when the budget
+// cannot give every imprecise cell what it needs: the cells that need the
+// fewest samples, as many of them as can each get their need from the
+// steps left if only they are measured. More cells then reach the target
+// than if every cell got an equal share and none got enough. When no cell
+// can make it, every cell goes on (more samples still narrow each
+// interval). Which cells are measured depends only on their widths, never
+// on a comparison between arms, so the stopping rule stays one on
+// precision, not on significance.
+func triage(cells []cellKey, need map[cellKey]int, stepsLeft int) []cellKey {
+	sorted := append([]cellKey(nil), cells...)
+	sort.SliceStable(sorted, func(i, j int) bool { return need[sorted[i]] < need[sorted[j]] })
+	k := len(sorted)
+	for k > 0 && need[sorted[k-1]]*k > stepsLeft {
+		k--
+	}
+	if k == 0 {
+		return cells
+	}
+	keep := map[cellKey]bool{}
+	for _, c := range sorted[:k] {
+		keep[c] = true
+	}
+	var out []cellKey // in plan order, so rotate still groups by cell
+	for _, c := range cells {
+		if keep[c] {
+			out = append(out, c)
+		}
 	}
 	return out
 }

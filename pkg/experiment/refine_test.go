@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -163,5 +164,29 @@ func TestPrecisionRuleCoverage(t *testing.T) {
 	// 2000 trials: a binomial standard error of ~0.5 points around 95%.
 	if cov < 0.93 {
 		t.Errorf("coverage %.3f: the stopping rule biases the intervals", cov)
+	}
+}
+
+// With too little budget for every cell, the cells closest to the target
+// get the rounds; with none able to make it, all go on.
+func TestTriage(t *testing.T) {
+	a, b, c := cellKey{0, "tcp_lat", 1}, cellKey{1, "tcp_lat", 1}, cellKey{2, "tcp_lat", 1}
+	need := map[cellKey]int{a: 30, b: 4, c: 6}
+	for _, tc := range []struct {
+		left int
+		want string
+	}{
+		{100, "[0 1 2]"}, // 3 cells × 30 rounds fit
+		{20, "[1 2]"},    // 2 × 6 fit, 3 × 30 do not
+		{5, "[1]"},       // only b's 4
+		{2, "[0 1 2]"},   // nobody can make it: all go on
+	} {
+		var got []int
+		for _, k := range triage([]cellKey{a, b, c}, need, tc.left) {
+			got = append(got, k.arm)
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("steps left %d: %v, want %s", tc.left, got, tc.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/wakeup"
 )
 
 // LabProvider builds lab topologies. The production implementation wraps
@@ -86,6 +87,32 @@ type Options struct {
 	// ProfileArms limits profiling to these arms (nil: every arm), so one
 	// interleaved run can measure the profiler's own overhead.
 	ProfileArms map[string]bool
+	// Wakeup puts a wake-up policy in force around each step (see
+	// pkg/wakeup); nil leaves the machine as it is and records "none".
+	Wakeup WakeupController
+	// Disturb, when set, stamps every step with what else ran (pkg/disturb).
+	Disturb Stamper
+	// RetakeDisturbed measures every disturbed step once more after the
+	// planned rounds; both samples are stored, the retake names the
+	// original (result.Conditions.RetakeOf) and the report leaves the
+	// original out of the statistics, listed.
+	RetakeDisturbed bool
+}
+
+// Stamper stamps a step with what else ran on the machine: Start is called
+// before the step and the function it returns after it (pkg/disturb's Meter
+// in production).
+type Stamper interface {
+	Start() (end func() *result.Disturbance)
+}
+
+// WakeupController starts wake-up policies and resolves auto (pkg/wakeup in
+// production; tests use a fake).
+type WakeupController interface {
+	// Calibrate is run once at the start of a run: what waking an idle
+	// CPU costs here under each policy, and what auto resolves to.
+	Calibrate() (*wakeup.Calibration, error)
+	Start(p wakeup.Policy) (release func() error, err error)
 }
 
 // ErrInterrupted is returned when the run's context was cancelled; the run is
@@ -168,15 +195,35 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 		labs[key] = l
 	}
 
+	cond := &conditions{auto: wakeup.None, autoWhy: "no wake-up control"}
+	if o.Wakeup != nil && ctx.Err() == nil {
+		cal, cerr := o.Wakeup.Calibrate()
+		if cerr != nil {
+			cond.autoWhy = "calibration failed: " + cerr.Error()
+		} else {
+			cond.auto, cond.autoWhy = cal.Chosen, cal.Why
+			if v, ok := cal.OneWayUs[wakeup.None]; ok {
+				cond.wakeUs = &v
+			}
+		}
+		if e.usesAutoWakeup() {
+			prog.logf("wake-up policy auto → %s: %s", cond.auto, cond.autoWhy)
+		}
+	}
 	steps := e.Plan()
 	prog.start(len(steps), e.stepTime())
 	x := &executor{e: e, o: o, ctx: ctx, runID: runID, prog: prog, labs: labs, labErr: labErr, exclusive: exclusive,
-		values: map[cellKey][]float64{}}
+		values: map[cellKey][]float64{}, cond: cond}
 	start := time.Now()
 	if err := x.run(steps); err != nil {
 		return runID, err
 	}
 	planned := len(steps)
+	n, err := x.retakeDisturbed(start)
+	planned += n
+	if err != nil {
+		return runID, err
+	}
 	var prec *precisionOutcome
 	if e.Precision > 0 && x.done == planned && ctx.Err() == nil {
 		var err error
@@ -197,6 +244,9 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	}
 	if prec != nil {
 		status += "; " + prec.String()
+	}
+	if x.notRetaken > 0 {
+		status += fmt.Sprintf("; %d disturbed steps not retaken: the budget was spent", x.notRetaken)
 	}
 	if eerr := o.Sink.End(runID, complete, status); eerr != nil && err == nil {
 		err = fmt.Errorf("store run end: %w", eerr)
@@ -223,6 +273,13 @@ type executor struct {
 	exclusive      map[string]bool
 	done, failures int
 	values         map[cellKey][]float64
+	cond           *conditions
+	// disturbed lists the steps whose sample was disturbed and will be
+	// taken again (--retake-disturbed), with the value each would have
+	// given the precision rule.
+	disturbed []pendingRetake
+	// notRetaken counts disturbed steps the budget left no time to retake.
+	notRetaken int
 }
 
 // cellKey is one table cell: an arm, a test, a message size.
@@ -241,7 +298,7 @@ func (x *executor) run(steps []Step) error {
 		}
 		a := &x.e.Arms[st.Arm]
 		s := Sample{Step: st, Arm: a}
-		res, merr := x.e.measure(x.ctx, x.o, a, st, x.labs, x.labErr, x.exclusive, &s)
+		res, merr := x.measureStep(a, st, &s)
 		if merr != nil {
 			if x.ctx.Err() != nil {
 				return nil // an interrupted step is not a result
@@ -250,7 +307,12 @@ func (x *executor) run(steps []Step) error {
 			x.failures++
 		} else {
 			s.Result = res
-			if v, ok := result.PrimaryMetric(st.Test).Get(res); ok {
+			v, ok := result.PrimaryMetric(st.Test).Get(res)
+			if c := res.Conditions; c != nil && c.Disturbance != nil && c.Disturbance.Disturbed && st.RetakeOf == nil && x.o.RetakeDisturbed {
+				// Measured again after this round; the retake's value
+				// stands in for this one in the precision rule.
+				x.disturbed = append(x.disturbed, pendingRetake{st, v, ok})
+			} else if ok {
 				k := cellKey{st.Arm, st.Test, st.MsgSize}
 				x.values[k] = append(x.values[k], v)
 			}
@@ -269,16 +331,19 @@ func (e *Experiment) stepTime() time.Duration {
 	return time.Duration(e.Duration) + time.Duration(e.Warmup) + 200*time.Millisecond
 }
 
-func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, labs map[string]LabInstance, labErr map[string]error, exclusive map[string]bool, s *Sample) (_ *result.Result, err error) {
+func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl Placement, labs map[string]LabInstance, labErr map[string]error, exclusive map[string]bool, s *Sample) (_ *result.Result, err error) {
 	spec := driver.Spec{
-		Test:     st.Test,
-		MsgSize:  st.MsgSize,
-		Duration: time.Duration(e.Duration),
-		Warmup:   time.Duration(e.Warmup),
-		Parallel: e.Parallel,
-		RateBps:  e.RateBps,
+		Test:      st.Test,
+		MsgSize:   st.MsgSize,
+		Duration:  time.Duration(e.Duration),
+		Warmup:    time.Duration(e.Warmup),
+		Parallel:  e.Parallel,
+		RateBps:   e.RateBps,
+		ClientCPU: pl.Client,
+		ServerCPU: pl.Server,
 	}
 	req := MeasureRequest{Engine: a.Engine, StartServer: true}
+	var li LabInstance // the arm's lab, if it has one
 	if a.ServerAddress != "" {
 		spec.Server = a.ServerAddress
 		req.StartServer = false
@@ -312,10 +377,17 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, la
 			return nil, err
 		}
 		req.ClientNetns, req.ServerNetns, spec.Server = cns, sns, sip
+		li = l
 	}
 	req.Spec = spec
+	meas := o.Measurer
+	if dl, ok := li.(DatapathLab); ok {
+		if dm := dl.DatapathMeter(); dm != nil {
+			meas = meteredMeasurer{inner: meas, m: dm}
+		}
+	}
 	if o.Profiler != nil && (o.ProfileArms == nil || o.ProfileArms[a.Name]) {
-		res, prof, why, merr := measureProfiled(ctx, o.Measurer, req, o.Profiler)
+		res, prof, why, merr := measureProfiled(ctx, meas, req, o.Profiler)
 		if prof != nil {
 			// Every repeat of a cell shares the cell's bound.
 			profile.Bound(prof.Stacks, profile.MaxCellBytes/max(e.Repeats, 1))
@@ -323,5 +395,5 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, la
 		s.Profile, s.ProfileMissing = prof, why
 		return res, merr
 	}
-	return o.Measurer.Measure(ctx, req)
+	return meas.Measure(ctx, req)
 }

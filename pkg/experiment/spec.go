@@ -44,6 +44,15 @@ type Experiment struct {
 	// until every cell meets it or Budget is spent (see refine.go).
 	Precision Percent  `yaml:"precision"`
 	Budget    Duration `yaml:"budget"`
+	// Wakeup is the wake-up policy while measuring: auto (default: chosen
+	// by a calibration at the start of the run), spin, hold or none (see
+	// pkg/wakeup). CPUs pins the client and server: auto, none or
+	// client=N,server=M. Both are recorded with every sample.
+	Wakeup string `yaml:"wakeup"`
+	CPUs   string `yaml:"cpus"`
+	// RetakeDisturbed measures each step taken on a disturbed machine once
+	// more after the planned rounds (see Options.RetakeDisturbed).
+	RetakeDisturbed bool `yaml:"retake_disturbed"`
 	// Order is "interleaved" (default: A B C A B C …, so drift spreads over
 	// all arms) or "sequential" (A A A B B B …, for comparison only).
 	Order    string `yaml:"order"`
@@ -80,6 +89,9 @@ type Arm struct {
 	ServerAddress string `yaml:"server_address"`
 	// Tests restricts the arm to some of the experiment's tests.
 	Tests []string `yaml:"tests"`
+	// Wakeup and CPUs override the experiment's for this arm.
+	Wakeup string `yaml:"wakeup"`
+	CPUs   string `yaml:"cpus"`
 
 	line int `yaml:"-"` // where the arm starts in its file, for Check's errors
 }
@@ -283,6 +295,9 @@ func (e *Experiment) normalize() error {
 		return fmt.Errorf("field repeats: %d (want 1-%d)", e.Repeats, MaxRepeats)
 	}
 	if err := e.checkPrecision(); err != nil {
+		return err
+	}
+	if err := e.checkConditions(); err != nil {
 		return err
 	}
 	switch e.Order {

@@ -59,6 +59,14 @@ func (i labInstance) Down(ctx context.Context) error { return i.l.Down(ctx) }
 
 func (i labInstance) ChangesHost() bool { return i.l.ChangesHost() }
 
+// DatapathMeter meters OVS-DPDK's ovs-vswitchd (nil for kernel datapaths).
+func (i labInstance) DatapathMeter() DatapathMeter {
+	if m := i.l.DatapathMeter(); m != nil {
+		return m
+	}
+	return nil
+}
+
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}
 

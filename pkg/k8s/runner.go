@@ -162,6 +162,8 @@ type Sample struct {
 	Pod     string           `json:"pod"`
 	Target  string           `json:"target"`
 	Results []*result.Result `json:"results,omitempty"`
+	// Profiles are the client's window profiles (--profile), one per result.
+	Profiles []*result.WindowProfile `json:"profiles,omitempty"`
 	// Error says why this pod gave no results; "" when it did.
 	Error string `json:"error,omitempty"`
 }
@@ -382,6 +384,7 @@ func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step,
 		return s
 	}
 	s.Results = set.Results
+	s.Profiles = set.Profiles
 	return s
 }
 

@@ -194,6 +194,9 @@ func ClientPod(o PodOptions, p Placement, repeat int, target string, args Client
 	pod.Spec.Containers[0].Args = append([]string{"client", "--server", target, "--port", strconv.Itoa(o.port())}, args.Flags()...)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.ActiveDeadlineSeconds = ptr(deadline)
+	if args.Profile {
+		pod.Spec.Containers[0].SecurityContext = profileSecurity()
+	}
 	return pod
 }
 
@@ -222,6 +225,10 @@ type ClientArgs struct {
 	Parallel int
 	// Engine selects a driver other than the built-in one ("" = builtin).
 	Engine string
+	// Profile samples every CPU of the client's node during each measured
+	// window (--profile); the client pod then gets the capabilities that
+	// needs (see profileSecurity), and only then.
+	Profile bool
 }
 
 // Flags renders the arguments, always ending in --json.
@@ -244,6 +251,9 @@ func (a ClientArgs) Flags() []string {
 	}
 	if a.Engine != "" {
 		f = append(f, "--engine", a.Engine)
+	}
+	if a.Profile {
+		f = append(f, "--profile")
 	}
 	return append(f, "--json")
 }

@@ -143,6 +143,8 @@ func (b *builder) build(ctx context.Context) error {
 		err = b.buildOVSNetdev(ctx)
 	case TopoOVSNetdevGeneve:
 		err = b.buildOVSNetdevGeneve(ctx)
+	case TopoOVSDPDK:
+		err = b.buildOVSDPDK(ctx)
 	default:
 		err = fmt.Errorf("topology %q has no builder", b.s.Topology)
 	}

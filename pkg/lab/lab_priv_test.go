@@ -187,6 +187,7 @@ func TestPrivPresets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			quietPMD(t, s)
 			ctx := context.Background()
 			l, err := Up(ctx, s, UpOptions{})
 			if errors.Is(err, ErrNotSupported) {
@@ -463,6 +464,7 @@ func TestPrivPresetsEngineTraffic(t *testing.T) {
 				needOVS(t)
 			}
 			s, _ := Preset(p)
+			quietPMD(t, s)
 			ctx := context.Background()
 			l, err := Up(ctx, s, UpOptions{})
 			if errors.Is(err, ErrNotSupported) {

@@ -61,7 +61,14 @@ func procAlive(pid int) bool {
 		return false
 	}
 	st := b[i+2]
-	return st != 'Z' && st != 'X'
+	if st == 'Z' {
+		// A zombie leader of a process whose other threads still run
+		// (ovs-vswitchd-dpdk's PMD while it exits) still holds its
+		// memory — hugepages included — so it is not gone yet.
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		return err == nil && len(ents) > 1
+	}
+	return st != 'X'
 }
 
 // hostOVSRunning reports whether the host's ovsdb-server and ovs-vswitchd run.

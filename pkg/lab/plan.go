@@ -130,6 +130,12 @@ func makeLayout(s *Spec, id string) *layout {
 			{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 16, node: 1, hostIf: mustIf(id, "c")},
 			{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(2, 0), prefix: 16, node: 2, hostIf: mustIf(id, "s")}}
 		// Each node runs its own Open vSwitch inside its namespace (see privOVS).
+	case TopoOVSDPDK:
+		// ovs-netdev's pods and addresses; the switch runs privately in
+		// node1, where the pods' host ends are too (ovsdpdk.go).
+		lo.pods = []pod{
+			{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, node: 1, hostIf: mustIf(id, "c")},
+			{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, node: 1, idx: 1, hostIf: mustIf(id, "s")}}
 	default:
 		prefix := 32
 		switch s.Topology {
@@ -161,7 +167,7 @@ func plan(s *Spec, id, name string) *Lab {
 	l := &Lab{Name: name, ID: id, Preset: s.Topology, Spec: s, Knobs: s.Knobs(),
 		Endpoints: map[string]Endpoint{}, Namespaces: lo.namespaces(),
 		HostLinks: lo.hostLinks, OVSBridges: lo.ovsBr, Pods: len(lo.pods)}
-	if s.Topology == TopoOVSNetdevGeneve {
+	if s.Topology == TopoOVSNetdevGeneve || s.Topology == TopoOVSDPDK {
 		for _, ns := range lo.nodeNS {
 			l.PrivateOVS = append(l.PrivateOVS, filepath.Join(privOVSRoot, ns))
 		}

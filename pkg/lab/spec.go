@@ -20,10 +20,11 @@ const (
 	TopoIPIP            = "ipip"
 	TopoOVSNetdev       = "ovs-netdev"
 	TopoOVSNetdevGeneve = "ovs-netdev-geneve"
+	TopoOVSDPDK         = "ovs-dpdk"
 )
 
 var presetOrder = []string{TopoHost, TopoVeth, TopoBridge, TopoMacvlan, TopoNative, TopoVXLAN,
-	TopoGeneve, TopoIPIP, TopoOVSNetdev, TopoOVSNetdevGeneve}
+	TopoGeneve, TopoIPIP, TopoOVSNetdev, TopoOVSNetdevGeneve, TopoOVSDPDK}
 
 // presetHelp is one line per preset, shown by `cnibench lab up --help` and docs.
 var presetHelp = map[string]string{
@@ -37,6 +38,7 @@ var presetHelp = map[string]string{
 	TopoIPIP:            "two nodes with an IP-in-IP tunnel (needs CONFIG_NET_IPIP)",
 	TopoOVSNetdev:       "two pods on an Open vSwitch bridge with datapath_type=netdev",
 	TopoOVSNetdevGeneve: "two OVS netdev bridges as two nodes with a userspace GENEVE tunnel",
+	TopoOVSDPDK:         "two pods on a private OVS-DPDK bridge (PMD threads, af_packet ports; needs openvswitch-switch-dpdk)",
 }
 
 // Presets returns the preset names in a stable order.
@@ -82,6 +84,8 @@ type Spec struct {
 	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
 	// sets on OVS builds that have it.
 	OVSSockBuf int64 `json:"ovs_sock_buf,omitempty"`
+	// DPDK is the ovs-dpdk preset's switch settings (ovsdpdk_spec.go).
+	DPDK *DPDKSpec `json:"dpdk,omitempty"`
 
 	// set records the knobs given by the user, for Knobs().
 	set map[string]string
@@ -117,6 +121,10 @@ var knobHelp = map[string]string{
 	"ovs_sock_buf":  "a byte count 212992..1073741823 (ovs-netdev only)",
 	"nodes":         "1 or 2 (bridge only)",
 	"pods_per_node": "an integer 1..200 (bridge, macvlan, native, vxlan, geneve, ipip)",
+	"pmd_cpus":      "a CPU list such as 1 or 0-1 or 0,1 (ovs-dpdk only: the PMD threads' CPUs, pmd-cpu-mask)",
+	"pmd_sleep":     "microseconds 0..10000 (ovs-dpdk only: PMD load-based sleeping, pmd-maxsleep; 0 = never sleep)",
+	"userspace_tso": "on or off (ovs-dpdk only: userspace-tso-enable)",
+	"hugepages":     "an integer 64..8192 (ovs-dpdk only: 2 MiB hugepages reserved while the lab is up)",
 }
 
 // KnobNames returns the knobs Set accepts, sorted.
@@ -135,6 +143,9 @@ func Preset(name string) (*Spec, error) {
 	switch name {
 	case TopoHost, TopoVeth, TopoOVSNetdev:
 		s.PodsPerNode = 2
+	case TopoOVSDPDK:
+		// One node namespace holds the private switch and the pods' host ends.
+		s.Nodes, s.PodsPerNode, s.DPDK = 1, 2, defaultDPDK()
 	case TopoBridge, TopoMacvlan:
 		s.Nodes, s.PodsPerNode = 1, 2
 	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP, TopoOVSNetdevGeneve:
@@ -284,6 +295,10 @@ func (s *Spec) Set(key, value string) error {
 			return fmt.Errorf("knob ovs_sock_buf: only the ovs-netdev topology takes it (topology is %s)", s.Topology)
 		}
 		s.OVSSockBuf = n
+	case "pmd_cpus", "pmd_sleep", "userspace_tso", "hugepages":
+		if err := s.setDPDK(key, value, bad); err != nil {
+			return err
+		}
 	case "nodes":
 		n, err := atoi(1, 2)
 		if err != nil {
@@ -377,6 +392,11 @@ func (s *Spec) validate() error {
 	}
 	if len(s.Offloads) > 0 && s.Topology == TopoHost {
 		return fmt.Errorf("knob offloads: the host topology has no veth (use veth or another preset)")
+	}
+	if s.Topology == TopoOVSDPDK {
+		if err := s.validateDPDK(); err != nil {
+			return err
+		}
 	}
 	if s.MTU > 0 && s.Topology == TopoHost {
 		return fmt.Errorf("knob mtu: the host topology uses loopback; its MTU is not a lab knob")

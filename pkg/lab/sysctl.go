@@ -97,6 +97,11 @@ func (l *Lab) Changes() ([]tune.Entry, error) {
 // such as net.core.rmem_max on a kernel where it is not per-namespace). An
 // unreadable journal counts as yes: callers use it to keep such labs apart.
 func (l *Lab) ChangesHost() bool {
+	if l.Preset == TopoOVSDPDK {
+		// Its PMD spins a whole CPU (without pmd_sleep): every other lab
+		// measured meanwhile would feel it, hugepages held or not.
+		return true
+	}
 	held, err := l.Changes()
 	if err != nil {
 		return true

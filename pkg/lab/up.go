@@ -120,6 +120,8 @@ func probeHost(ctx context.Context, s *Spec, id string) error {
 		return nil
 	case TopoOVSNetdev, TopoOVSNetdevGeneve:
 		return probeOVS(ctx)
+	case TopoOVSDPDK:
+		return probeOVSDPDK(ctx, s)
 	}
 	if s.Fastpath != "" {
 		err := probe.Require(ctx, runid.Name(id, "probe"), fastpathNeeds...)

@@ -68,7 +68,7 @@ func writeHTML(w io.Writer, models []*Model) error {
 				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", m.Run.ID)
 			}
 			b.WriteString("<ul>\n")
-			for _, l := range armLines(m.Run) {
+			for _, l := range armLines(m) {
 				fmt.Fprintf(&b, "<li>%s</li>\n", esc(l))
 			}
 			b.WriteString("</ul>\n")

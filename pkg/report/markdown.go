@@ -15,7 +15,7 @@ func writeMarkdown(w io.Writer, models []*Model) error {
 		m := models[0]
 		fmt.Fprintf(&b, "### %s\n\n", mdEscape(runLine(m.Run)))
 		fmt.Fprintf(&b, "%s\n\n", mdEscape(fingerprintLine(m.Run.Host)))
-		for _, l := range armLines(m.Run) {
+		for _, l := range armLines(m) {
 			fmt.Fprintf(&b, "- %s\n", mdEscape(l))
 		}
 		if len(m.Run.Arms) > 0 {

@@ -78,20 +78,26 @@ var (
 )
 
 var (
-	mOneWay       = fromResult("one_way_mean_us", "one-way mean", "latency.one_way_ns.mean", "latency.one_way_ns", "latency")
-	mRTT50        = fromResult("rtt_p50_us", "RTT p50", "latency.rtt_ns.p50", "latency.rtt_ns", "latency")
-	mRTT99        = fromResult("rtt_p99_us", "RTT p99", "latency.rtt_ns.p99", "latency.rtt_ns", "latency")
-	mTPS          = fromResult("transactions_per_sec", "transactions", "transactions")
-	mRecvMbps     = fromResult("receiver_mbps", "bitrate (receiver)", "throughput.receiver_bps", "throughput")
-	mSendMbps     = fromResult("sender_mbps", "bitrate (sender)", "throughput.sender_bps", "throughput")
-	mRecvKpps     = fromResult("receiver_kpps", "packets (receiver)", "throughput.receiver_pps", "throughput")
-	mLoss         = fromResult("udp_loss_pct", "loss", "udp.loss_pct", "udp")
-	mClientCPU    = fromResult("client_cpu_pct", "CPU (sender)", "cpu.client.process_pct", "cpu.client", "cpu")
-	mServerCPU    = fromResult("server_cpu_pct", "CPU (receiver)", "cpu.server.process_pct", "cpu.server", "cpu")
-	mCPUPerGB     = fromResult("server_cpu_s_per_gb", "receiver CPU per GB", "cpu.server.seconds_per_gb", "cpu.server", "cpu")
-	mCPUPerTxn    = fromResult("client_cpu_us_per_txn", "client CPU per txn", "cpu.client.us_per_transaction", "cpu.client", "cpu")
-	mClientCPULat = metric{Metric: mClientCPU.Metric, Label: "client CPU", missingPaths: mClientCPU.missingPaths}
-	mServerCPULat = metric{Metric: mServerCPU.Metric, Label: "server CPU", missingPaths: mServerCPU.missingPaths}
+	mOneWay    = fromResult("one_way_mean_us", "one-way mean", "latency.one_way_ns.mean", "latency.one_way_ns", "latency")
+	mRTT50     = fromResult("rtt_p50_us", "RTT p50", "latency.rtt_ns.p50", "latency.rtt_ns", "latency")
+	mRTT99     = fromResult("rtt_p99_us", "RTT p99", "latency.rtt_ns.p99", "latency.rtt_ns", "latency")
+	mTPS       = fromResult("transactions_per_sec", "transactions", "transactions")
+	mRecvMbps  = fromResult("receiver_mbps", "bitrate (receiver)", "throughput.receiver_bps", "throughput")
+	mSendMbps  = fromResult("sender_mbps", "bitrate (sender)", "throughput.sender_bps", "throughput")
+	mRecvKpps  = fromResult("receiver_kpps", "packets (receiver)", "throughput.receiver_pps", "throughput")
+	mLoss      = fromResult("udp_loss_pct", "loss", "udp.loss_pct", "udp")
+	mClientCPU = fromResult("client_cpu_pct", "CPU (sender)", "cpu.client.process_pct", "cpu.client", "cpu")
+	mServerCPU = fromResult("server_cpu_pct", "CPU (receiver)", "cpu.server.process_pct", "cpu.server", "cpu")
+	mCPUPerGB  = fromResult("server_cpu_s_per_gb", "receiver CPU per GB", "cpu.server.seconds_per_gb", "cpu.server", "cpu")
+	mCPUPerTxn = fromResult("client_cpu_us_per_txn", "client CPU per txn", "cpu.client.us_per_transaction", "cpu.client", "cpu")
+	// The userspace datapath's daemon (OVS-DPDK's ovs-vswitchd, PMDs
+	// included), on the arms whose lab has one.
+	mDatapathCPU    = fromResult("datapath_cpu_pct", "datapath CPU (ovs-vswitchd)", "cpu.datapath.pct", "cpu.datapath", "cpu")
+	mDatapathPerTxn = fromResult("datapath_cpu_us_per_txn", "datapath CPU per txn", "cpu.datapath.us_per_transaction", "cpu.datapath", "cpu")
+	mDatapathPerGB  = fromResult("datapath_cpu_s_per_gb", "datapath CPU per GB", "cpu.datapath.seconds_per_gb", "cpu.datapath", "cpu")
+	mPMDBusy        = fromResult("pmd_busy_pct", "PMD busy", "cpu.datapath.pmd_busy_pct", "cpu.datapath", "cpu")
+	mClientCPULat   = metric{Metric: mClientCPU.Metric, Label: "client CPU", missingPaths: mClientCPU.missingPaths}
+	mServerCPULat   = metric{Metric: mServerCPU.Metric, Label: "server CPU", missingPaths: mServerCPU.missingPaths}
 )
 
 // primary is the metric the latency-shape table shows for a test.
@@ -114,13 +120,13 @@ var throughputColumns = []metric{mSendMbps, mRecvMbps, mSenderGB, mReceiverGB, m
 func allMetrics(test string) []metric {
 	switch test {
 	case result.TCPLat, result.UDPLat:
-		return []metric{mOneWay, mRTT50, mRTT99, mTPS, mClientCPULat, mServerCPULat, mCPUPerTxn}
+		return []metric{mOneWay, mRTT50, mRTT99, mTPS, mClientCPULat, mServerCPULat, mCPUPerTxn, mDatapathCPU, mDatapathPerTxn, mPMDBusy}
 	case result.TCPCRR:
-		return []metric{mTPS, mRTT50, mRTT99, mClientCPULat, mServerCPULat, mCPUPerTxn}
+		return []metric{mTPS, mRTT50, mRTT99, mClientCPULat, mServerCPULat, mCPUPerTxn, mDatapathCPU, mDatapathPerTxn, mPMDBusy}
 	case result.UDPBW:
-		return []metric{mRecvMbps, mSendMbps, mSenderGB, mReceiverGB, mRecvKpps, mLoss, mClientCPU, mServerCPU, mCPUPerGB}
+		return []metric{mRecvMbps, mSendMbps, mSenderGB, mReceiverGB, mRecvKpps, mLoss, mClientCPU, mServerCPU, mCPUPerGB, mDatapathCPU, mDatapathPerGB, mPMDBusy}
 	default:
-		return []metric{mRecvMbps, mSendMbps, mSenderGB, mReceiverGB, mClientCPU, mServerCPU, mCPUPerGB}
+		return []metric{mRecvMbps, mSendMbps, mSenderGB, mReceiverGB, mClientCPU, mServerCPU, mCPUPerGB, mDatapathCPU, mDatapathPerGB, mPMDBusy}
 	}
 }
 
@@ -191,6 +197,8 @@ type Model struct {
 	Flags []Flag
 	// Stages is CPU by datapath stage (--profile), rendered after the cells.
 	Stages *stages.Report
+	// ArmConditions says how each arm was measured (see ArmConditions).
+	ArmConditions map[string]string
 }
 
 // Cell returns the cell for a key, or nil.
@@ -203,6 +211,8 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
 	ss := append([]store.Sample(nil), samples...)
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
+	ss, retaken := splitRetaken(ss)
+	m.ArmConditions = ArmConditions(ss)
 
 	// Arms in the experiment's order, then any only the samples name.
 	seen := map[string]bool{}
@@ -295,7 +305,8 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 	}
 
 	m.buildColumns()
-	m.Flags = runFlags(run, ss, m)
+	m.Flags = append(runFlags(run, ss, m), conditionFlags(m, ss, retaken)...)
+	m.Flags = append(m.Flags, precisionFlags(m)...)
 	return m
 }
 
@@ -348,6 +359,19 @@ func tableMetricsFor(shape, test string, extra []string) []metric {
 		}
 	}
 	return mts
+}
+
+// anyValues reports whether some arm of some model has values for the
+// metric in group g.
+func anyValues(models []*Model, g group, name string) bool {
+	for _, m := range models {
+		for _, arm := range m.Arms {
+			if c := m.cells[cellKey{arm, g.Test, g.Size, name}]; c != nil && len(c.Values) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func hasMetric(mts []metric, name string) bool {
@@ -409,6 +433,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 	if len(steal) > 0 && stats.Mean(steal) > StealPct {
 		c.Flags = append(c.Flags, "steal")
 	}
+	c.Flags = append(c.Flags, cellConditionFlags(g.Test, mt.Name == primary(g.Test).Name, c.Summary.Median, samples)...)
 	if c.Failed > 0 {
 		c.Flags = append(c.Flags, fmt.Sprintf("%d failed", c.Failed))
 	}
@@ -506,6 +531,11 @@ func columnsFor(models []*Model) []Column {
 			}
 		}
 		mts := tableMetricsFor(shape, g.Test, extra)
+		// A userspace datapath's CPU goes beside the engine's wherever an
+		// arm measured one: its cost is not in the engine's figures.
+		if !hasMetric(mts, mDatapathCPU.Name) && anyValues(models, g, mDatapathCPU.Name) {
+			mts = append(mts, mDatapathCPU)
+		}
 		for _, mt := range mts {
 			col := Column{Test: g.Test, Size: g.Size, metric: mt, Unit: displayUnit(mt.Unit), Scale: 1}
 			if mt.Unit == "Mb/s" {

@@ -336,8 +336,10 @@ func runLine(r *store.Run) string {
 	return s
 }
 
-// armLines describes each arm's topology, engine and knobs.
-func armLines(r *store.Run) []string {
+// armLines describes each arm's topology, engine and knobs, and how it was
+// measured (wake-up policy, CPU placement) when the samples recorded it.
+func armLines(m *Model) []string {
+	r := m.Run
 	var out []string
 	for _, a := range r.Arms {
 		s := fmt.Sprintf("%s: topology %s, engine %s", a.Name, orUnknown(a.Topology), orUnknown(a.Engine))
@@ -347,6 +349,9 @@ func armLines(r *store.Run) []string {
 				kv = append(kv, k+"="+a.Knobs[k])
 			}
 			s += ", knobs " + strings.Join(kv, " ")
+		}
+		if c := m.ArmConditions[a.Name]; c != "" {
+			s += "; " + c
 		}
 		if a.Description != "" {
 			s += " — " + a.Description
@@ -392,6 +397,9 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
+	if anyFlag(models, "disturbed", "wakeup") {
+		l += fmt.Sprintf(" [N disturbed]: N samples taken while other processes, steal or a slowed spin loop disturbed the machine; [wakeup]: waking a blocked thread on another CPU costs ≥ %.0f%% of the one-way latency.", WakeupShare*100)
+	}
 	out := []string{l}
 	for _, m := range models {
 		if cv, n := m.MedianCV(); n > 0 {

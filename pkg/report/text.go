@@ -18,7 +18,7 @@ func writeText(w io.Writer, models []*Model) error {
 		fmt.Fprintln(&b, runLine(m.Run))
 		fmt.Fprintln(&b, "  "+fingerprintLine(m.Run.Host))
 		if len(models) == 1 {
-			for _, l := range armLines(m.Run) {
+			for _, l := range armLines(m) {
 				fmt.Fprintln(&b, "  arm "+l)
 			}
 		}

@@ -92,6 +92,30 @@ var Metrics = map[string]Metric{
 		}
 		return deref(r.CPU.Server.SecondsPerGB)
 	}},
+	"datapath_cpu_pct": {Name: "datapath_cpu_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
+		if r.CPU == nil || r.CPU.Datapath == nil {
+			return 0, false
+		}
+		return deref(r.CPU.Datapath.Pct)
+	}},
+	"datapath_cpu_us_per_txn": {Name: "datapath_cpu_us_per_txn", Unit: "CPU-us/txn", Get: func(r *Result) (float64, bool) {
+		if r.CPU == nil || r.CPU.Datapath == nil {
+			return 0, false
+		}
+		return deref(r.CPU.Datapath.UsPerTransaction)
+	}},
+	"datapath_cpu_s_per_gb": {Name: "datapath_cpu_s_per_gb", Unit: "CPU-s/GB", Get: func(r *Result) (float64, bool) {
+		if r.CPU == nil || r.CPU.Datapath == nil {
+			return 0, false
+		}
+		return deref(r.CPU.Datapath.SecondsPerGB)
+	}},
+	"pmd_busy_pct": {Name: "pmd_busy_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
+		if r.CPU == nil || r.CPU.Datapath == nil {
+			return 0, false
+		}
+		return deref(r.CPU.Datapath.PMDBusyPct)
+	}},
 	"client_cpu_us_per_txn": {Name: "client_cpu_us_per_txn", Unit: "CPU-us/txn", Get: func(r *Result) (float64, bool) {
 		if r.CPU == nil || r.CPU.Client == nil {
 			return 0, false

@@ -66,6 +66,10 @@ type Result struct {
 	// top-level figures are their sum (rates) or merge (latency).
 	Streams []Stream `json:"streams,omitempty"`
 	Env     Env      `json:"env"`
+	// Conditions is what the runner did and saw around the measurement:
+	// the wake-up policy, CPU placement and whether the machine was
+	// disturbed. Absent for a bare `cnibench client`.
+	Conditions *Conditions `json:"conditions,omitempty"`
 
 	// Missing maps a dotted field path (e.g. "cpu.server.softirq_pct") to the
 	// reason it could not be measured.
@@ -155,6 +159,28 @@ type TCP struct {
 type CPU struct {
 	Client *CPUSide `json:"client"`
 	Server *CPUSide `json:"server"`
+	// Datapath is the userspace datapath's own daemon (ovs-vswitchd and
+	// its PMD threads) on lab topologies that have one; nil elsewhere.
+	Datapath *DatapathCPU `json:"datapath,omitempty"`
+}
+
+// DatapathCPU is what a userspace datapath's daemon spent over the measured
+// interval: the packet switching that neither the client's nor the server's
+// process time contains (on OVS-DPDK, the PMD threads' polling).
+type DatapathCPU struct {
+	Process string   `json:"process"` // e.g. "ovs-vswitchd"
+	Seconds *float64 `json:"seconds"` // on-CPU time of all its threads
+	Pct     *float64 `json:"pct"`     // Seconds over wall time, 100 = one CPU
+	// PMDSeconds and PMDPct are the poll-mode threads' share of it.
+	PMDSeconds *float64 `json:"pmd_seconds"`
+	PMDPct     *float64 `json:"pmd_pct"`
+	// PMDBusyPct is the PMDs' processing cycles over their processing and
+	// idle cycles (ovs-appctl dpif-netdev/pmd-stats-show, cleared at the
+	// interval's start): how much of the polling moved packets.
+	PMDBusyPct *float64 `json:"pmd_busy_pct"`
+	// Derived, like CPUSide's: daemon CPU per transaction and per GB.
+	UsPerTransaction *float64 `json:"us_per_transaction"`
+	SecondsPerGB     *float64 `json:"seconds_per_gb"`
 }
 
 // CPUSide is one side's process time, the host's CPU split from /proc/stat,
@@ -278,6 +304,30 @@ const SetSchemaVersion = "cnibench.results/v1"
 type Set struct {
 	Schema  string    `json:"schema"`
 	Results []*Result `json:"results"`
+	// Profiles holds the CPU profile of each result's measured window
+	// (`cnibench client --profile --json`), so a caller that only sees the
+	// client's output (a Kubernetes pod's log) can store them.
+	Profiles []*WindowProfile `json:"profiles,omitempty"`
+}
+
+// WindowProfile is one measured window's CPU profile: every CPU sampled
+// with kernel callchains (pkg/profile), as folded stacks.
+type WindowProfile struct {
+	Test         string `json:"test"`
+	MsgSizeBytes int    `json:"msg_size_bytes"`
+	Event        string `json:"event"`
+	FrequencyHz  int    `json:"frequency_hz"`
+	CPUs         int    `json:"cpus"`
+	WindowNs     int64  `json:"window_ns"`
+	Samples      uint64 `json:"samples"`
+	Lost         uint64 `json:"lost"`
+	// PeriodSum is the samples' periods summed: CPU-ns for cpu-clock.
+	PeriodSum uint64 `json:"period_sum"`
+	// Folded is "comm;frame;…;leaf count" lines, root first.
+	Folded string `json:"folded"`
+	// Missing says why there is no profile (e.g. the test ended inside its
+	// warmup); the other fields are then empty.
+	Missing string `json:"missing,omitempty"`
 }
 
 // DecodeSet parses a Set and checks its schema versions.
@@ -295,4 +345,46 @@ func DecodeSet(b []byte) (*Set, error) {
 		}
 	}
 	return &s, nil
+}
+
+// Conditions records how a sample was taken and what else happened on the
+// machine meanwhile, so a reader can tell a datapath's cost from the host's.
+type Conditions struct {
+	// Wakeup is the wake-up policy in force: none, hold or spin (see
+	// pkg/wakeup); WakeupWhy says how auto chose it.
+	Wakeup    string `json:"wakeup"`
+	WakeupWhy string `json:"wakeup_why,omitempty"`
+	// IdleWakeupUs is what waking a blocked thread on an idle CPU cost one
+	// way with no policy, calibrated at the start of the run (a pipe
+	// ping-pong between two pinned threads); nil when not calibrated.
+	IdleWakeupUs *float64 `json:"idle_wakeup_us,omitempty"`
+	// ClientCPU and ServerCPU are the CPUs the client and server processes
+	// were pinned to; nil = not pinned.
+	ClientCPU *int `json:"client_cpu"`
+	ServerCPU *int `json:"server_cpu"`
+	// Disturbance is what the rest of the machine did during the step.
+	Disturbance *Disturbance `json:"disturbance,omitempty"`
+	// RetakeOf is the sequence number (seq) of the disturbed sample this
+	// one retakes (--retake-disturbed); nil = not a retake.
+	RetakeOf *int `json:"retake_of,omitempty"`
+}
+
+// Disturbance stamps one step with what else ran. Disturbed is set when
+// any figure passes its threshold, and Why names which.
+type Disturbance struct {
+	// StealPct is the host's steal time over the step (percent of all CPUs).
+	StealPct float64 `json:"steal_pct"`
+	// OthersCPUPct is the CPU time of processes that are not part of the
+	// measurement (not the engine, a reference tool, Open vSwitch, a kernel
+	// thread or the wake-up spinner) over the step, 100 = one CPU.
+	OthersCPUPct float64 `json:"others_cpu_pct"`
+	// Busiest names the process that took most of OthersCPUPct.
+	Busiest string `json:"busiest,omitempty"`
+	// Load1 is the one-minute load average at the end of the step.
+	Load1 float64 `json:"load1"`
+	// SpinSlowdown is how much longer a fixed spin loop took right after
+	// the step than the fastest it ran in this run (1 = as fast).
+	SpinSlowdown float64  `json:"spin_slowdown"`
+	Disturbed    bool     `json:"disturbed"`
+	Why          []string `json:"why,omitempty"`
 }

@@ -67,7 +67,7 @@ func Explain(cells []*Cell, a, b string) ([]Explanation, error) {
 				names = append(names, n)
 			}
 			sort.Strings(names)
-			return nil, fmt.Errorf("arm %q has no profile in this run (profiled arms: %s)", arm, strings.Join(names, ", "))
+			return nil, notProfiled(fmt.Sprintf("arm %q has no profile in this run (profiled arms: %s)", arm, strings.Join(names, ", ")))
 		}
 	}
 	for _, ca := range cells {
@@ -166,4 +166,42 @@ func WriteText(w io.Writer, es []Explanation) error {
 		}
 	}
 	return nil
+}
+
+// CompareRuns explains, for every arm profiled in both runs, how run b's
+// CPU per unit of work differs from run a's, stage by stage: what `compare`
+// prints under its table when both runs were taken with --profile. The
+// explanations' A and B are "<run a>/<arm>" and "<run b>/<arm>".
+func CompareRuns(a, b []*Cell, nameA, nameB string) []Explanation {
+	var cells []*Cell
+	inB := map[string]bool{}
+	for _, c := range b {
+		inB[c.Arm] = true
+	}
+	var arms []string
+	seen := map[string]bool{}
+	for _, c := range a {
+		if inB[c.Arm] && !seen[c.Arm] {
+			seen[c.Arm] = true
+			arms = append(arms, c.Arm)
+		}
+	}
+	rename := func(cs []*Cell, run string) {
+		for _, c := range cs {
+			cc := *c
+			cc.Arm = run + "/" + c.Arm
+			cells = append(cells, &cc)
+		}
+	}
+	rename(a, nameA)
+	rename(b, nameB)
+	var out []Explanation
+	for _, arm := range arms {
+		es, err := Explain(cells, nameA+"/"+arm, nameB+"/"+arm)
+		if err != nil {
+			continue // no test and size profiled in common for this arm
+		}
+		out = append(out, es...)
+	}
+	return out
 }

@@ -99,3 +99,29 @@ func TestCellsMissingCost(t *testing.T) {
 		t.Errorf("reasons: %q", missing)
 	}
 }
+
+// Two runs of the same arms: the later one's vxlan has 30 CPU-µs more encap
+// per transaction, its native is unchanged; an arm in one run only is left
+// out.
+func TestCompareRuns(t *testing.T) {
+	ssA, psA := synthetic(0)
+	ssB, psB := synthetic(30)
+	a, _ := Cells(ssA, psA)
+	b, _ := Cells(ssB, psB)
+	only := *b[0]
+	only.Arm = "geneve"
+	b = append(b, &only)
+	es := CompareRuns(a, b, "before", "after")
+	if len(es) != 2 || es[0].A != "before/native" || es[1].B != "after/vxlan" {
+		t.Fatalf("explanations %+v", es)
+	}
+	if es[0].Total.Delta != 0 || es[0].Total.Sure {
+		t.Errorf("native changed: %+v", es[0].Total)
+	}
+	if p := es[1].Parts[0]; p.Stage != Tunnel || math.Abs(p.Delta-30) > 1e-9 || !p.Sure {
+		t.Errorf("vxlan's largest change %+v", p)
+	}
+	if a[0].Arm != "native" {
+		t.Errorf("CompareRuns renamed its input's arms")
+	}
+}

@@ -45,6 +45,10 @@ type Options struct {
 	Labs experiment.LabProvider
 	// Measurer measures; nil means experiment.Drivers{}.
 	Measurer experiment.Measurer
+	// Disturb stamps both runs' steps with what else ran (pkg/disturb).
+	// Both runs measure with no wake-up policy of their own, so the
+	// latency profile's cpu_dma_latency hold is the difference measured.
+	Disturb experiment.Stamper
 }
 
 // Result names the two stored runs.
@@ -81,6 +85,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			Labs: labs, Measurer: o.Measurer,
 			Sink:     experiment.StoreSink{DB: o.DB, Kind: store.KindTuneVerify, Host: o.Fingerprint},
 			Progress: o.Progress, IsTerminal: o.IsTerminal,
+			Disturb: o.Disturb,
 		})
 		if id != 0 {
 			fmt.Fprintf(o.Progress, "%s: stored as run %d (%s)\n", phase, id, x.Name)

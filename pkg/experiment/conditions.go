@@ -1,0 +1,267 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/wakeup"
+)
+
+// Conditions of measuring: the wake-up policy, where the client and server
+// run, and the stamp of what else ran (see pkg/wakeup, pkg/disturb). An
+// experiment sets them for every arm (`wakeup:`, `cpus:`); an arm may
+// override them, so one interleaved run can show what a policy changes.
+
+// Placement pins the client and the server to CPUs. Nil fields are not
+// pinned.
+type Placement struct {
+	Client, Server *int
+}
+
+// String is the placement as written in a file.
+func (p Placement) String() string {
+	if p.Client == nil && p.Server == nil {
+		return "none"
+	}
+	var parts []string
+	if p.Client != nil {
+		parts = append(parts, "client="+strconv.Itoa(*p.Client))
+	}
+	if p.Server != nil {
+		parts = append(parts, "server="+strconv.Itoa(*p.Server))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ErrNoSuchCPU is wrapped when a placement names a CPU this host lacks.
+var ErrNoSuchCPU = errors.New("no such CPU")
+
+// DefaultCPUs is what `cpus: auto` (and no cpus at all) means. It was chosen
+// by measurement on the reference VM (docs/reports.md, "CPU placement").
+const DefaultCPUs = "none"
+
+// ParsePlacement reads `none`, `auto`, or `client=N,server=M` (either may be
+// left out). ncpu is the number of CPUs this process may use; a CPU outside
+// it is an error, since pinning to it would fail in every step.
+func ParsePlacement(s string, ncpu int) (Placement, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "auto" {
+		s = DefaultCPUs
+	}
+	var p Placement
+	if s == "none" {
+		return p, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || err != nil || n < 0 {
+			return p, fmt.Errorf("cpus %q: want auto, none or client=N,server=M with N, M CPU numbers", s)
+		}
+		if n >= ncpu {
+			return p, fmt.Errorf("cpus %q: CPU %d does not exist here (CPUs 0-%d): %w", s, n, ncpu-1, ErrNoSuchCPU)
+		}
+		switch strings.TrimSpace(k) {
+		case "client":
+			p.Client = &n
+		case "server":
+			p.Server = &n
+		default:
+			return p, fmt.Errorf("cpus %q: %q is neither client nor server", s, k)
+		}
+	}
+	return p, nil
+}
+
+// usableCPUs is how many CPUs a placement may name.
+func usableCPUs() int { return runtime.NumCPU() }
+
+// armWakeup is the arm's policy as written (arm over experiment).
+func (e *Experiment) armWakeup(a *Arm) string {
+	if a.Wakeup != "" {
+		return a.Wakeup
+	}
+	return e.Wakeup
+}
+
+// armPlacement is the arm's placement (arm over experiment); Check has
+// already validated both.
+func (e *Experiment) armPlacement(a *Arm) Placement {
+	s := e.CPUs
+	if a.CPUs != "" {
+		s = a.CPUs
+	}
+	p, _ := ParsePlacement(s, usableCPUs())
+	return p
+}
+
+// checkConditions validates the wake-up and CPU fields of the experiment and
+// its arms.
+func (e *Experiment) checkConditions() error {
+	if _, err := wakeup.Parse(e.Wakeup); err != nil {
+		return fmt.Errorf("wakeup: %w", err)
+	}
+	if _, err := ParsePlacement(e.CPUs, usableCPUs()); err != nil {
+		return err
+	}
+	for i := range e.Arms {
+		a := &e.Arms[i]
+		if a.Wakeup != "" {
+			if _, err := wakeup.Parse(a.Wakeup); err != nil {
+				return fmt.Errorf("arm %s (line %d): wakeup: %w", a.Name, a.line, err)
+			}
+		}
+		if a.CPUs != "" {
+			if _, err := ParsePlacement(a.CPUs, usableCPUs()); err != nil {
+				return fmt.Errorf("arm %s (line %d): %w", a.Name, a.line, err)
+			}
+		}
+	}
+	return nil
+}
+
+// conditions holds what Execute resolved once for the run.
+type conditions struct {
+	auto    wakeup.Policy // what auto resolved to
+	autoWhy string
+	// wakeUs is the calibrated one-way cost of waking a blocked thread on
+	// an idle CPU with no policy, nil when not calibrated.
+	wakeUs *float64
+}
+
+// resolveWakeup turns a written policy into the one in force, with the
+// calibration's reason when it was auto.
+func (c *conditions) resolveWakeup(written string) (wakeup.Policy, string) {
+	p, _ := wakeup.Parse(written)
+	if p == wakeup.Auto {
+		return c.auto, c.autoWhy
+	}
+	return p, ""
+}
+
+// stamp records the conditions of one step in its result.
+func stamp(res *result.Result, p wakeup.Policy, why string, wakeUs *float64, pl Placement, d *result.Disturbance) {
+	if res == nil {
+		return
+	}
+	res.Conditions = &result.Conditions{Wakeup: string(p), WakeupWhy: why, IdleWakeupUs: wakeUs,
+		ClientCPU: pl.Client, ServerCPU: pl.Server, Disturbance: d}
+}
+
+// usesAutoWakeup reports whether any arm runs with the auto policy, so the
+// calibration runs only when its answer is used.
+func (e *Experiment) usesAutoWakeup() bool {
+	for i := range e.Arms {
+		if p, _ := wakeup.Parse(e.armWakeup(&e.Arms[i])); p == wakeup.Auto {
+			return true
+		}
+	}
+	return false
+}
+
+// measureStep measures one step under its arm's wake-up policy and CPU
+// placement and stamps the result with them and with what else ran.
+func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, error) {
+	pol, why := x.cond.resolveWakeup(x.e.armWakeup(a))
+	pl := x.e.armPlacement(a)
+	if x.o.Wakeup == nil {
+		pol, why = wakeup.None, "no wake-up control"
+	} else if pol != wakeup.None {
+		release, err := x.o.Wakeup.Start(pol)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	var end func() *result.Disturbance
+	if x.o.Disturb != nil {
+		end = x.o.Disturb.Start()
+	}
+	res, err := x.e.measure(x.ctx, x.o, a, st, pl, x.labs, x.labErr, x.exclusive, s)
+	if err != nil {
+		return nil, err
+	}
+	var d *result.Disturbance
+	if end != nil {
+		d = end()
+	}
+	stamp(res, pol, why, x.cond.wakeUs, pl, d)
+	if st.RetakeOf != nil {
+		seq := *st.RetakeOf
+		res.Conditions.RetakeOf = &seq
+	}
+	return res, nil
+}
+
+// pendingRetake is a disturbed step waiting to be measured again, and the
+// value it gave.
+type pendingRetake struct {
+	step  Step
+	value float64
+	ok    bool
+}
+
+// retakeDisturbed measures the steps disturbed since the last call once
+// more, numbered after the last step, and returns how many it ran. In a
+// precision-driven run only as many as fit in what is left of the budget
+// are retaken (at the pace measured so far); the others keep their sample,
+// whose value then counts after all, and the run's status says how many.
+func (x *executor) retakeDisturbed(start time.Time) (int, error) {
+	if !x.o.RetakeDisturbed || x.ctx.Err() != nil || len(x.disturbed) == 0 {
+		return 0, nil
+	}
+	pend := x.disturbed
+	x.disturbed = nil
+	fit := len(pend)
+	if x.e.Precision > 0 && x.done > 0 {
+		per := time.Since(start) / time.Duration(x.done)
+		left := time.Duration(x.e.Budget) - time.Since(start)
+		fit = max(0, min(fit, int(left/max(per, 1))))
+	}
+	for _, p := range pend[fit:] {
+		if p.ok {
+			k := cellKey{p.step.Arm, p.step.Test, p.step.MsgSize}
+			x.values[k] = append(x.values[k], p.value)
+		}
+		x.notRetaken++
+	}
+	steps := make([]Step, 0, fit)
+	for i, p := range pend[:fit] {
+		st := p.step
+		orig := st.Seq
+		st.Seq = x.done + i
+		st.RetakeOf = &orig
+		steps = append(steps, st)
+	}
+	if len(steps) == 0 {
+		return 0, nil
+	}
+	x.prog.total += len(steps)
+	return len(steps), x.run(steps)
+}
+
+// Controller is the production WakeupController: it calibrates auto on this
+// host and runs the spinner from exe.
+type Controller struct {
+	Exe string
+}
+
+// Calibrate implements WakeupController: three alternations of 100 ms per
+// policy, under a second in all.
+func (c Controller) Calibrate() (*wakeup.Calibration, error) {
+	return wakeup.Calibrate(wakeup.Detect("/sys"), wakeup.Options{Exe: c.Exe}, 3, 100*time.Millisecond)
+}
+
+// Start implements WakeupController.
+func (c Controller) Start(p wakeup.Policy) (func() error, error) {
+	h, err := wakeup.Start(p, wakeup.Options{Exe: c.Exe})
+	if err != nil {
+		return nil, err
+	}
+	return h.Release, nil
+}

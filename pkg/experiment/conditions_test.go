@@ -1,0 +1,209 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/wakeup"
+)
+
+// fakeWakeup records which policy was in force around each step.
+type fakeWakeup struct {
+	chosen  wakeup.Policy
+	started []wakeup.Policy
+	live    int
+}
+
+func (f *fakeWakeup) Calibrate() (*wakeup.Calibration, error) {
+	return &wakeup.Calibration{OneWayUs: map[wakeup.Policy]float64{wakeup.None: 6}, Chosen: f.chosen, Why: "fake calibration"}, nil
+}
+
+func (f *fakeWakeup) Start(p wakeup.Policy) (func() error, error) {
+	f.started = append(f.started, p)
+	f.live++
+	return func() error { f.live--; return nil }, nil
+}
+
+// fakeStamper marks the steps listed in bad (by call number, from 1) as
+// disturbed.
+type fakeStamper struct {
+	n   int
+	bad map[int]bool
+}
+
+func (f *fakeStamper) Start() func() *result.Disturbance {
+	f.n++
+	n := f.n
+	return func() *result.Disturbance {
+		d := &result.Disturbance{OthersCPUPct: 1}
+		if f.bad[n] {
+			d.OthersCPUPct, d.Disturbed, d.Why = 50, true, []string{"other processes 50% CPU"}
+		}
+		return d
+	}
+}
+
+const condExp = `
+name: cond
+tests: [tcp_lat]
+repeats: 2
+wakeup: auto
+arms:
+  - {name: a, topology: veth}
+  - {name: b, topology: veth, wakeup: spin, cpus: "client=0"}
+`
+
+func TestConditionsPerArmAndStamped(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWakeup{chosen: wakeup.Hold}
+	sink := &memSink{}
+	m := &fakeMeasurer{}
+	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: m, Sink: sink,
+		Wakeup: w, Disturb: &fakeStamper{}}); err != nil {
+		t.Fatal(err)
+	}
+	if w.live != 0 {
+		t.Errorf("%d policies still in force after the run", w.live)
+	}
+	// a: auto → the calibration's hold; b: its own spin. Interleaved a b / b a.
+	if got := fmt.Sprint(w.started); got != "[hold spin spin hold]" {
+		t.Errorf("policies started per step: %s", got)
+	}
+	for i, s := range sink.samples {
+		c := s.Result.Conditions
+		if c == nil || c.Disturbance == nil || c.IdleWakeupUs == nil || *c.IdleWakeupUs != 6 {
+			t.Fatalf("sample %d conditions %+v", i, c)
+		}
+		switch s.Arm.Name {
+		case "a":
+			if c.Wakeup != "hold" || c.WakeupWhy != "fake calibration" || c.ClientCPU != nil {
+				t.Errorf("arm a conditions %+v", c)
+			}
+		case "b":
+			if c.Wakeup != "spin" || c.WakeupWhy != "" || c.ClientCPU == nil || *c.ClientCPU != 0 || c.ServerCPU != nil {
+				t.Errorf("arm b conditions %+v", c)
+			}
+		}
+	}
+	if m.reqs[1].Spec.ClientCPU == nil || m.reqs[0].Spec.ClientCPU != nil {
+		t.Errorf("placement not passed to the measurer: %+v / %+v", m.reqs[0].Spec, m.reqs[1].Spec)
+	}
+}
+
+func TestRetakeDisturbed(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	// Steps 2 and 3 (b #1 and b #2 in the rotated order) are disturbed.
+	_, err = Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
+		Wakeup: &fakeWakeup{chosen: wakeup.None}, Disturb: &fakeStamper{bad: map[int]bool{2: true, 3: true}}, RetakeDisturbed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.samples) != 6 || !sink.complete {
+		t.Fatalf("%d samples (want 4 planned + 2 retakes), complete=%v", len(sink.samples), sink.complete)
+	}
+	for i, s := range sink.samples[4:] {
+		orig := sink.samples[1+i]
+		c := s.Result.Conditions
+		if c.RetakeOf == nil || *c.RetakeOf != orig.Step.Seq || s.Arm != orig.Arm || s.Step.Seq != 4+i {
+			t.Errorf("retake %d: %+v of %+v", i, s.Step, orig.Step)
+		}
+		if !orig.Result.Conditions.Disturbance.Disturbed {
+			t.Errorf("the original of retake %d is not the disturbed one", i)
+		}
+	}
+	// Without the option nothing is retaken.
+	sink = &memSink{}
+	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
+		Disturb: &fakeStamper{bad: map[int]bool{2: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.samples) != 4 {
+		t.Errorf("%d samples without --retake-disturbed", len(sink.samples))
+	}
+}
+
+func TestConditionsParseErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"wakeup: poll\n", `wake-up policy "poll"`},
+		{"cpus: client=4096\n", "CPU 4096 does not exist"},
+		{"cpus: cli=0\n", "neither client nor server"},
+		{"cpus: client=x\n", "client=N,server=M"},
+	} {
+		_, err := Parse([]byte("name: x\ntests: [tcp_lat]\n"+tc.yaml+"arms:\n  - {name: a, topology: veth}\n"), "x.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	_, err := Parse([]byte("name: x\ntests: [tcp_lat]\narms:\n  - {name: a, topology: veth, wakeup: nap}\n"), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "arm a (line 4)") {
+		t.Errorf("arm wakeup error %v", err)
+	}
+	e, _ := Parse([]byte(condExp), "c.yaml")
+	if err := e.Override(Overrides{CPUs: "server=9999"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("--cpus server=9999: %v", err)
+	}
+	if err := e.Override(Overrides{Wakeup: "spin"}); err != nil || e.Wakeup != "spin" || e.Arms[1].Wakeup != "" {
+		t.Errorf("--wakeup spin: %v, %q %q", err, e.Wakeup, e.Arms[1].Wakeup)
+	}
+}
+
+// In a precision-driven run, retakes fit in what is left of the budget;
+// the disturbed steps left over keep their value for the precision rule.
+func TestRetakeDisturbedWithinBudget(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Precision, e.Budget = 0.05, Duration(12500*time.Millisecond)
+	sink := &memSink{}
+	x := &executor{e: e, o: Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink, RetakeDisturbed: true},
+		ctx: context.Background(), runID: 7, prog: newProgress(nil, false), values: map[cellKey][]float64{},
+		cond: &conditions{auto: wakeup.None}}
+	x.labs = map[string]LabInstance{}
+	for i := range e.Arms {
+		x.labs[e.Arms[i].LabKey()] = &fakeLab{name: "veth"}
+	}
+	x.done = 10
+	for i := 0; i < 5; i++ {
+		x.disturbed = append(x.disturbed, pendingRetake{Step{Seq: i, Arm: i % 2, Test: "tcp_lat", MsgSize: 1}, float64(100 + i), true})
+	}
+	// 10 steps in 10 s: 1 s a step, 2.5 s of the 12.5 s budget left.
+	n, err := x.retakeDisturbed(time.Now().Add(-10 * time.Second))
+	if err != nil || n != 2 || x.notRetaken != 3 {
+		t.Fatalf("retook %d (err %v), not retaken %d; want 2 and 3", n, err, x.notRetaken)
+	}
+	if len(sink.samples) != 2 || *sink.samples[0].Step.RetakeOf != 0 || *sink.samples[1].Step.RetakeOf != 1 {
+		t.Errorf("retakes stored: %+v", sink.samples)
+	}
+	var kept []float64
+	for _, v := range x.values {
+		kept = append(kept, v...)
+	}
+	if fmt.Sprint(sortedCopy(kept)) != "[0.001 0.002 102 103 104]" {
+		t.Errorf("precision values %v: want the 3 not retaken (102-104) and the 2 retakes' own", sortedCopy(kept))
+	}
+}
+
+func sortedCopy(v []float64) []float64 {
+	out := append([]float64(nil), v...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,277 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"golang.org/x/sys/unix"
+)
+
+// quietPMD lets an ovs-dpdk lab's PMD sleep when idle (pmd-maxsleep 500
+// µs), so tests that build every preset do not spin a CPU of the host
+// running them; the PMD still moves every packet.
+func quietPMD(t *testing.T, s *Spec) {
+	t.Helper()
+	if s.Topology == TopoOVSDPDK {
+		if err := s.Set("pmd_sleep", "500"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func needOVSDPDK(t *testing.T) {
+	t.Helper()
+	testns.NeedRoot(t)
+	s, _ := Preset(TopoOVSDPDK)
+	if err := probeOVSDPDK(context.Background(), s); err != nil {
+		t.Skip(err.Error())
+	}
+}
+
+// hugepageState is what an ovs-dpdk lab must give back: the sysctl's exact
+// bytes and the kernel's pool.
+func hugepageState(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(rawSysctl(t, "vm/nr_hugepages"))
+	for _, k := range []string{"HugePages_Total", "HugePages_Free", "HugePages_Surp"} {
+		n, err := meminfo(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s=%d ", k, n)
+	}
+	return b.String()
+}
+
+// assertDPDKReleased checks that nothing of lab id runs or holds memory:
+// no process names its private OVS directory, and the hugepages are back.
+func assertDPDKReleased(t *testing.T, id, hugeBefore string) {
+	t.Helper()
+	assertClean(t, id)
+	dir := filepath.Join(privOVSRoot, runid.Name(id, "node1"))
+	if pids := pidsMentioning(dir); len(pids) > 0 {
+		t.Errorf("processes of %s still run: %v", dir, pids)
+	}
+	// Memory of an exiting process goes back asynchronously; allow it a
+	// moment, but no more.
+	var now string
+	for i := 0; i < 100; i++ {
+		if now = hugepageState(t); now == hugeBefore {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("hugepages not given back: %q, before %q", now, hugeBefore)
+}
+
+// TestPrivOVSDPDK builds ovs-dpdk with every knob set, reads each back from
+// the switch's database and log, carries TCP and UDP both ways through the
+// PMD, meters the vswitchd, and checks Down gives everything back.
+func TestPrivOVSDPDK(t *testing.T) {
+	needOVSDPDK(t)
+	privateState(t)
+	online, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pmdCPU := -1
+	for c := range online {
+		pmdCPU = max(pmdCPU, c)
+	}
+	before := hugepageState(t)
+	s, _ := Preset(TopoOVSDPDK)
+	for k, v := range map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200"} {
+		if err := s.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := l.ID
+	defer func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+		assertDPDKReleased(t, id, before)
+	}()
+	if !l.ChangesHost() {
+		t.Error("an ovs-dpdk lab must count as changing the host (its PMD, its hugepages)")
+	}
+	if free, err := meminfo("HugePages_Free"); err != nil || free < 200 {
+		// DPDK takes every page it was given (dpdk-socket-mem).
+		if total, _ := meminfo("HugePages_Total"); total < 200 {
+			t.Errorf("hugepages while up: total %d, free %d (%v), want >= 200 reserved", total, free, err)
+		}
+	}
+
+	sw := privOVS{dir: l.PrivateOVS[0]}
+	for key, want := range map[string]string{
+		"pmd-cpu-mask": cpuMask([]int{pmdCPU}), "pmd-maxsleep": "200", "userspace-tso-enable": "true",
+		"dpdk-socket-mem": "400", "dpdk-init": "true",
+	} {
+		got, err := sw.get(ctx, "Open_vSwitch", ".", "other_config:"+key)
+		if err != nil || got != want {
+			t.Errorf("other_config:%s = %q (%v), want %q", key, got, err, want)
+		}
+	}
+	if got, _ := sw.get(ctx, "Open_vSwitch", ".", "dpdk_initialized"); got != "true" {
+		t.Errorf("dpdk_initialized = %q", got)
+	}
+	// The running switch took them: its log says so, and its PMD thread
+	// runs on the asked CPU.
+	logb, err := os.ReadFile(filepath.Join(sw.dir, "ovs-vswitchd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PMD max sleep request is 200 usecs", "Userspace TCP Segmentation Offloading support enabled",
+		fmt.Sprintf("core id: %2d created", pmdCPU)} {
+		if !bytes.Contains(logb, []byte(want)) {
+			t.Errorf("vswitchd log lacks %q", want)
+		}
+	}
+	for _, port := range []string{mustIf(id, "c"), mustIf(id, "s")} {
+		typ, err := sw.get(ctx, "Interface", port, "type")
+		if err != nil || typ != "dpdk" {
+			t.Errorf("port %s type %q (%v), want dpdk", port, typ, err)
+		}
+	}
+
+	m := l.DatapathMeter()
+	if m == nil {
+		t.Fatal("no datapath meter for a running ovs-dpdk lab")
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, srv := l.Endpoints["client"], l.Endpoints["server"]
+	for i, pr := range [][2]Endpoint{{c, srv}, {srv, c}} {
+		addr := net.JoinHostPort(pr[1].IP, fmt.Sprint(17460+i))
+		echoTCP(t, pr[1].Netns, addr)
+		echoUDP(t, pr[1].Netns, addr)
+		roundTrip(t, pr[0].Netns, addr, 1<<20)
+		udpRoundTrip(t, pr[0].Netns, addr)
+	}
+	d, missing := m.Stop(ctx)
+	if len(missing) > 0 {
+		t.Errorf("datapath meter missing %v", missing)
+	}
+	if d.PMDSeconds == nil || *d.PMDSeconds <= 0 || d.Seconds == nil || *d.Seconds < *d.PMDSeconds || d.PMDBusyPct == nil || *d.PMDBusyPct <= 0 {
+		t.Errorf("datapath CPU over 2 MiB of echoes: %+v", d)
+	}
+}
+
+// TestPrivOVSDPDKInterrupted cancels `up` once the DPDK vswitchd runs and
+// the hugepages are reserved: everything goes, the pages come back.
+func TestPrivOVSDPDKInterrupted(t *testing.T) {
+	needOVSDPDK(t)
+	privateState(t)
+	before := hugepageState(t)
+	id := runid.New()
+	old := newID
+	newID = func() string { return id }
+	t.Cleanup(func() { newID = old })
+	pidfile := filepath.Join(privOVSRoot, runid.Name(id, "node1"), "ovs-vswitchd.pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(pidfile); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	s, _ := Preset(TopoOVSDPDK)
+	quietPMD(t, s)
+	_, err := Up(ctx, s, UpOptions{})
+	if err == nil {
+		t.Fatal("up finished before the cancel; the test proves nothing")
+	}
+	if !strings.Contains(err.Error(), "everything created was removed") {
+		t.Errorf("up: %v", err)
+	}
+	assertDPDKReleased(t, id, before)
+}
+
+// TestPrivOVSDPDKCleanAfterSIGKILL kills `cnibench lab up ovs-dpdk` (the
+// built binary) once the lab is up, and `lab clean --id` must stop the
+// switch, remove every object and give the hugepages back.
+func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
+	needOVSDPDK(t)
+	bin := testns.Binary(t)
+	before := hugepageState(t)
+	name := "killed-dpdk-" + runid.New()
+	cmd := exec.Command(bin, "lab", "up", "ovs-dpdk", "--name", name, "--set", "pmd_sleep=500", "-q")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if l, err := Get(name); err == nil {
+			id = l.ID
+			if l.Complete {
+				break
+			}
+		}
+	}
+	_ = cmd.Process.Signal(unix.SIGKILL)
+	_ = cmd.Wait()
+	if id == "" {
+		t.Fatalf("lab up never wrote its state: %s", out.String())
+	}
+	dir := filepath.Join(privOVSRoot, runid.Name(id, "node1"))
+	if len(pidsMentioning(dir)) == 0 || hugepageState(t) == before {
+		t.Fatalf("no switch or hugepages at kill time; the test proves nothing (%s)", out.String())
+	}
+	co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab clean: %v\n%s", err, co)
+	}
+	assertDPDKReleased(t, id, before)
+}
+
+// TestPrivOVSDPDKMissing: without the DPDK vswitchd, `up` is one typed
+// line naming the package to install, and leaves nothing.
+func TestPrivOVSDPDKMissing(t *testing.T) {
+	testns.NeedRoot(t)
+	privateState(t)
+	old := ovsDPDKVswitchd
+	ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
+	t.Cleanup(func() { ovsDPDKVswitchd = old })
+	id := runid.New()
+	oldID := newID
+	newID = func() string { return id }
+	t.Cleanup(func() { newID = oldID })
+	s, _ := Preset(TopoOVSDPDK)
+	_, err := Up(context.Background(), s, UpOptions{})
+	if !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("want ErrNotSupported, got %v", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "openvswitch-switch-dpdk") || !strings.Contains(msg, "nothing was created") {
+		t.Errorf("want one line naming the package: %q", msg)
+	}
+	assertClean(t, id)
+	if ents, _ := os.ReadDir(StateDir); len(ents) > 0 {
+		t.Errorf("state left: %v", ents)
+	}
+}

@@ -1,0 +1,206 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
+	"github.com/cnibench/cnibench/pkg/stats"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// RunListing is one entry of `cnibench runs --json`.
+type RunListing struct {
+	ID       int64              `json:"id"`
+	Name     string             `json:"name"`
+	Kind     string             `json:"kind"`
+	Started  time.Time          `json:"started"`
+	Finished *time.Time         `json:"finished"`
+	Complete bool               `json:"complete"`
+	Status   string             `json:"status"`
+	Baseline string             `json:"baseline"`
+	Arms     []string           `json:"arms"`
+	Samples  int                `json:"samples"`
+	Host     result.Fingerprint `json:"host"`
+	Labels   map[string]string  `json:"labels"`
+}
+
+// WriteRunsJSON lists stored runs as a JSON array; counts are the samples
+// per run id.
+func WriteRunsJSON(w io.Writer, runs []store.Run, counts map[int64]int) error {
+	list := make([]RunListing, 0, len(runs))
+	for _, r := range runs {
+		l := RunListing{ID: r.ID, Name: r.Name, Kind: r.Kind, Started: r.Started.UTC(), Complete: r.Complete,
+			Status: r.Status, Baseline: r.Baseline, Arms: armNames(r), Samples: counts[r.ID], Host: r.Host, Labels: r.Labels}
+		if !r.Finished.IsZero() {
+			f := r.Finished.UTC()
+			l.Finished = &f
+		}
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		list = append(list, l)
+	}
+	return WriteJSON(w, list)
+}
+
+// WriteRunsTable lists stored runs as a terminal table.
+func WriteRunsTable(w io.Writer, runs []store.Run, counts map[int64]int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSTARTED (UTC)\tSTATE\tARMS\tSAMPLES\tHOST\tKERNEL")
+	for _, r := range runs {
+		state := "complete"
+		if !r.Complete {
+			state = "incomplete"
+			if r.Finished.IsZero() {
+				state = "running or killed"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Name, r.Kind, r.Started.UTC().Format("2006-01-02 15:04"),
+			state, strings.Join(armNames(r), ","), counts[r.ID], Dash(r.Host.Hostname), Dash(r.Host.Kernel))
+	}
+	return tw.Flush()
+}
+
+func armNames(r store.Run) []string {
+	names := []string{}
+	for _, a := range r.Arms {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
+// Dash shows an unknown value as "-".
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// WriteJSON writes v as indented JSON, the layout of every JSON document
+// cnibench prints.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ValidFormat reports whether format is one of Formats.
+func ValidFormat(format string) bool { return contains(Formats, format) }
+
+// ValidCompareFormat reports whether format is one of CompareFormats.
+func ValidCompareFormat(format string) bool { return contains(CompareFormats, format) }
+
+// WriteFile renders to stdout when path is "" or "-", or else to the file
+// through a temporary file in the same directory renamed into place, so a
+// failed render never leaves a truncated report behind.
+func WriteFile(stdout io.Writer, path string, render func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return render(stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := render(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	return nil
+}
+
+// RenderStored renders one stored run (with its CPU by stage when it was
+// profiled), as `cnibench report <run>` does.
+func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
+	run, samples, err := db.Load(ref)
+	if err != nil {
+		return err
+	}
+	st, err := stages.ForRun(db, run, samples)
+	if err != nil {
+		return err
+	}
+	return RenderRunsStages(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
+}
+
+// ErrNoHistory is wrapped when a database holds no complete run of the
+// experiment asked about.
+var ErrNoHistory = errors.New("no complete runs")
+
+// LoadHistory reads every complete stored run of an experiment, oldest
+// first, and the history of the newest last of them (0: all; change points
+// are looked for in the window shown). incomplete counts the runs of the
+// experiment left out.
+func LoadHistory(db *store.DB, experiment string, last int) (h *History, incomplete int, err error) {
+	runs, err := db.Runs()
+	if err != nil {
+		return nil, 0, err
+	}
+	var in []Input
+	names := map[string]bool{}
+	for i := range runs {
+		r := &runs[i]
+		exp := ExperimentOf(r)
+		if exp != "" {
+			names[exp] = true
+		}
+		if exp != experiment {
+			continue
+		}
+		if !r.Complete {
+			incomplete++
+			continue
+		}
+		ss, err := db.Samples(r.ID)
+		if err != nil {
+			return nil, 0, err
+		}
+		in = append(in, Input{Run: r, Samples: ss})
+	}
+	if len(in) == 0 {
+		var known []string
+		for n := range names {
+			known = append(known, n)
+		}
+		sort.Strings(known)
+		if len(known) == 0 {
+			known = []string{"none"}
+		}
+		return nil, incomplete, fmt.Errorf("%w of experiment %q in %s (experiments stored: %s)", ErrNoHistory, experiment, db.Path(), strings.Join(known, ", "))
+	}
+	h = BuildHistory(experiment, in, stats.EDivisiveOptions{})
+	if last > 0 && len(h.Runs) > last {
+		keep := map[int64]bool{}
+		for _, r := range h.Runs[len(h.Runs)-last:] {
+			keep[r.ID] = true
+		}
+		var sub []Input
+		for _, x := range in {
+			if keep[x.Run.ID] {
+				sub = append(sub, x)
+			}
+		}
+		h = BuildHistory(experiment, sub, stats.EDivisiveOptions{})
+	}
+	return h, incomplete, nil
+}

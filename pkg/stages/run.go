@@ -1,0 +1,80 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// ErrNotProfiled is wrapped when a run asked about was measured without
+// --profile, or a test has no profile of both arms.
+var ErrNotProfiled = errors.New("not profiled")
+
+// notProfiled is ErrNotProfiled with a message that says what to do.
+type notProfiled string
+
+func (e notProfiled) Error() string { return string(e) }
+func (e notProfiled) Unwrap() error { return ErrNotProfiled }
+
+// ForRun is a stored run's CPU by stage, nil for a run taken without
+// --profile.
+func ForRun(db *store.DB, run *store.Run, samples []store.Sample) (*Report, error) {
+	profs, err := db.Profiles(run.ID)
+	if err != nil || len(profs) == 0 {
+		return nil, err
+	}
+	cells, err := Cells(samples, profs)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Cells: cells}, nil
+}
+
+// ExplainRun compares arm b against arm a of a stored run, every test (or
+// only test when it is not ""). Errors a user can fix wrap ErrNotProfiled
+// (an unknown arm included).
+func ExplainRun(db *store.DB, run *store.Run, samples []store.Sample, a, b, test string) ([]Explanation, error) {
+	st, err := ForRun(db, run, samples)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, notProfiled(fmt.Sprintf("run %s was measured without --profile: run it again with --profile", run.Name))
+	}
+	es, err := Explain(st.Cells, a, b)
+	if err != nil || test == "" {
+		return es, err
+	}
+	var keep []Explanation
+	for _, e := range es {
+		if e.Test == test {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, notProfiled(fmt.Sprintf("--test %q: not profiled for both arms", test))
+	}
+	return keep, nil
+}
+
+// WriteCompare prints each arm's CPU by stage in run b against run a, when
+// both were profiled (nil reports print nothing); markdown fences the text
+// table so it keeps its columns.
+func WriteCompare(w io.Writer, markdown bool, nameA string, a *Report, nameB string, b *Report) error {
+	if a == nil || b == nil {
+		return nil
+	}
+	// Short labels keep the table narrow: A and B are named once above it.
+	es := CompareRuns(a.Cells, b.Cells, "A", "B")
+	if len(es) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCPU by datapath stage, each arm of B against itself in A (both runs profiled; A = %s, B = %s):\n", nameA, nameB)
+	if markdown {
+		fmt.Fprintln(w, "```")
+		defer fmt.Fprintln(w, "```")
+	}
+	return WriteText(w, es)
+}

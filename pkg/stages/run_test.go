@@ -1,0 +1,33 @@
+package stages
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// A run without profiles has no stage report, and explaining it is
+// ErrNotProfiled with what to do.
+func TestExplainRunNotProfiled(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	run := &store.Run{Name: "plain", Kind: store.KindLab, Started: time.Now()}
+	if run.ID, err = db.CreateRun(run); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := ForRun(db, run, nil); st != nil || err != nil {
+		t.Errorf("ForRun of an unprofiled run: %v %v", st, err)
+	}
+	if _, err := ExplainRun(db, run, nil, "a", "b", ""); !errors.Is(err, ErrNotProfiled) {
+		t.Errorf("ExplainRun: %v", err)
+	}
+	if err := WriteCompare(nil, false, "A", nil, "B", &Report{}); err != nil {
+		t.Errorf("WriteCompare without both profiles: %v", err)
+	}
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// OpenExisting never creates a database: a mistyped --db is ErrNoDatabase
+// and leaves no file.
+func TestOpenExistingMissing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "typo.db")
+	if _, err := OpenExisting(p); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), "run an experiment first") {
+		t.Fatalf("got %v, want ErrNoDatabase", err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenExisting left %s behind", p)
+	}
+}
+
+// References resolve in the default database and as FILE:REF in another;
+// an unknown one is ErrNotFound with a hint, "last" of an empty database
+// says to run something first.
+func TestSourcesLoad(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, arm string) string {
+		p := filepath.Join(dir, name+".db")
+		d, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		id, err := d.CreateRun(&Run{Name: name, Kind: KindLab, Started: time.Now(), Arms: []Arm{{Name: arm}, {Name: "other"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AddSample(&Sample{RunID: id, Arm: arm, Test: "tcp_lat", MsgSize: 1, Result: latencyResult(1000)}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := mk("run-a", "host"), mk("run-b", "veth")
+	s := NewSources(a)
+	defer s.Close()
+	l, err := s.Load("last")
+	if err != nil || l.Run.Name != "run-a" || len(l.Samples) != 1 || l.DB.Path() != a {
+		t.Fatalf("last: %+v %v", l, err)
+	}
+	l, err = s.Load(b + ":run-b")
+	if err != nil || l.Run.Name != "run-b" || l.Samples[0].Arm != "veth" {
+		t.Fatalf("FILE:REF: %+v %v", l, err)
+	}
+	if _, err := s.Load("nosuch"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "cnibench runs") {
+		t.Errorf("unknown run: %v", err)
+	}
+	empty := openTemp(t)
+	if _, _, err := empty.Load("last"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no runs stored") {
+		t.Errorf("last of an empty database: %v", err)
+	}
+	if err := l.Run.Rebase("other"); err != nil || l.Run.Baseline != "other" {
+		t.Errorf("rebase: %v %q", err, l.Run.Baseline)
+	}
+	if err := l.Run.Rebase("nope"); err == nil || !strings.Contains(err.Error(), "arms: veth, other") {
+		t.Errorf("rebase to an unknown arm: %v", err)
+	}
+}

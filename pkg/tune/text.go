@@ -1,0 +1,234 @@
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+)
+
+// ErrLiveOnly is what a knob that can only ask the live kernel (ethtool,
+// netlink, nftables) reports in an Env rooted at a fixture tree.
+var ErrLiveOnly = errors.New("not available with --root: this knob asks the live kernel (ethtool/netlink/nftables)")
+
+// EnvAt is the knob environment with /proc, /sys, /dev and the OVSDB
+// socket under root. With a root other than "/", knobs that can only ask
+// the live kernel report ErrLiveOnly instead of mixing live values into a
+// fixture audit.
+func EnvAt(root string) *Env {
+	e := DefaultEnv()
+	if root == "" || root == "/" {
+		return e
+	}
+	e.ProcRoot = filepath.Join(root, "proc")
+	e.SysRoot = filepath.Join(root, "sys")
+	e.DevRoot = filepath.Join(root, "dev")
+	e.OVSDB = filepath.Join(root, "var/run/openvswitch/db.sock")
+	e.NIC, e.Links, e.Rules = liveOnly{}, liveOnly{}, liveOnly{}
+	return e
+}
+
+type liveOnly struct{}
+
+func (liveOnly) Driver(string) (string, error)               { return "", ErrLiveOnly }
+func (liveOnly) Ring(string) (Ring, error)                   { return Ring{}, ErrLiveOnly }
+func (liveOnly) SetRing(string, uint32, uint32) error        { return ErrLiveOnly }
+func (liveOnly) Features(string) (map[string]Feature, error) { return nil, ErrLiveOnly }
+func (liveOnly) SetFeature(string, string, bool) error       { return ErrLiveOnly }
+func (liveOnly) Links(string) ([]LinkInfo, error)            { return nil, ErrLiveOnly }
+func (liveOnly) KubeProxyRules() (int, int, error)           { return 0, 0, ErrLiveOnly }
+
+// AuditNetns audits the per-namespace knobs of ks inside each namespace of
+// nss, and the MTU consistency check once across all of them (it compares
+// pods with tunnels); nss empty audits ks on the host.
+func AuditNetns(e *Env, ks []*Knob, profiles []Profile, nss []string) []Finding {
+	if len(nss) == 0 {
+		return Audit(e, ks, profiles)
+	}
+	var netKs, once []*Knob
+	for _, k := range ks {
+		switch {
+		case k.ID == "mtu.consistency":
+			once = append(once, k)
+		case k.Scope == ScopeNetns:
+			netKs = append(netKs, k)
+		}
+	}
+	var fs []Finding
+	for _, n := range nss {
+		fs = append(fs, Audit(e.WithNetns(n), netKs, profiles)...)
+	}
+	c := *e
+	c.LabNetns = nss
+	return append(fs, Audit(&c, once, profiles)...)
+}
+
+// WriteFindings prints an audit as a table; withProfile adds the profile
+// column (an audit against both profiles).
+func WriteFindings(w io.Writer, fs []Finding, withProfile bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	hdr := "KNOB\tTARGET\tCURRENT\tRECOMMENDED\tSTATUS\tSOURCE\tNOTE"
+	if withProfile {
+		hdr = "PROFILE\t" + hdr
+	}
+	fmt.Fprintln(tw, hdr)
+	for _, f := range fs {
+		note := ""
+		if f.Status != StatusOK {
+			note = f.Why
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, dash(nsTarget(f.Netns, f.Target)), dash(f.Current), dash(f.Recommended), f.Status, dash(f.Source), note)
+		if withProfile {
+			row = string(f.Profile) + "\t" + row
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// nsTarget names a target inside a namespace as netns:target.
+func nsTarget(ns, target string) string {
+	switch {
+	case ns == "":
+		return target
+	case target == "":
+		return ns
+	}
+	return ns + ":" + target
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// WriteApply prints what an apply changed (or, dry, would change), what
+// failed and what it skipped, then where its journal is.
+func WriteApply(w io.Writer, rep *ApplyReport, dry bool) {
+	verb := "changed"
+	if dry {
+		verb = "would change"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "KNOB\tTARGET\tOLD\tNEW\tRESULT\n")
+	for _, c := range rep.Changes {
+		res := verb
+		if c.Error != "" {
+			res = "FAILED: " + c.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Knob, dash(nsTarget(c.Netns, c.Target)), c.Old, c.New, res)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(tw, "%s\t%s\t\t\tskipped: %s\n", s.Knob, dash(nsTarget(s.Netns, s.Target)), s.Reason)
+	}
+	tw.Flush()
+	switch {
+	case rep.Journal != "":
+		fmt.Fprintf(w, "journal: %s (undo with `cnibench tune rollback`)\n", rep.Journal)
+	case len(rep.Changes) == 0:
+		fmt.Fprintln(w, "nothing to change")
+	}
+}
+
+// WriteChanges lists journal entries: setting, where, old -> new.
+func WriteChanges(w io.Writer, cs []Entry, indent string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range cs {
+		where := "host"
+		if c.Netns != "" {
+			where = "netns " + c.Netns
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s -> %s\n", indent, c.Knob, c.Target, where, c.ShownOld(), c.New)
+	}
+	tw.Flush()
+}
+
+// WriteJournals lists apply journals (rolled-back ones only with all) and
+// returns how many it listed.
+func WriteJournals(w io.Writer, js []JournalInfo, all bool) int {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOURNAL\tSTARTED\tPROFILE\tSCOPE\tCHANGES\tFAILED\tUNFINISHED\tSTATE")
+	n := 0
+	for _, j := range js {
+		if j.RolledBack && !all {
+			continue
+		}
+		n++
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", j.Path, j.Started.Format("2006-01-02 15:04:05Z"),
+			j.Profile, j.Scope, j.Changes, j.Failed, j.Unfinished, j.State())
+	}
+	tw.Flush()
+	return n
+}
+
+// State says in words where a journal stands.
+func (j JournalInfo) State() string {
+	switch {
+	case j.Error != "":
+		return "unreadable: " + j.Error
+	case j.RolledBack:
+		return "rolled back"
+	case j.Unfinished > 0:
+		return "interrupted (crash during apply)"
+	}
+	return "applied"
+}
+
+// KnobRow is one knob of `tune knobs`: what it reads and writes, its scope,
+// each profile's value and where that comes from.
+type KnobRow struct {
+	ID, Title, Scope, Access, Latency, Throughput, Source, Risk string
+	AuditOnly                                                   bool
+}
+
+// KnobRows lists the registry.
+func KnobRows() []KnobRow {
+	var rows []KnobRow
+	for _, k := range Knobs() {
+		r := KnobRow{ID: k.ID, Title: k.Title, Scope: string(k.Scope), Access: k.Access, Risk: k.Risk, AuditOnly: k.AuditOnly}
+		var srcs []string
+		if rec, ok := k.Recs[Latency]; ok {
+			r.Latency, srcs = rec.Value, append(srcs, rec.Source)
+		}
+		if rec, ok := k.Recs[Throughput]; ok {
+			r.Throughput = rec.Value
+			if len(srcs) == 0 || srcs[0] != rec.Source {
+				srcs = append(srcs, rec.Source)
+			}
+		}
+		if len(srcs) == 0 {
+			srcs = []string{k.Source}
+		}
+		r.Source = strings.Join(srcs, "; ")
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// WriteKnobs prints the registry as a Markdown table (docs/tuning.md) or a
+// terminal table.
+func WriteKnobs(w io.Writer, rows []KnobRow, markdown bool) error {
+	if markdown {
+		fmt.Fprintln(w, "| id | what | reads/writes | scope | latency | throughput | source | risk |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		for _, r := range rows {
+			ao := ""
+			if r.AuditOnly {
+				ao = " (audit only)"
+			}
+			fmt.Fprintf(w, "| `%s` | %s%s | %s | %s | %s | %s | %s | %s |\n", r.ID, r.Title, ao,
+				strings.ReplaceAll(r.Access, "|", "\\|"), r.Scope, dash(r.Latency), dash(r.Throughput), r.Source, r.Risk)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSCOPE\tLATENCY\tTHROUGHPUT\tREADS/WRITES")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Scope, dash(r.Latency), dash(r.Throughput), r.Access)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make bench-answer: issue 13's targets, measured by running them.
+#
+# RUNS times (default 3): `cnibench run default` exactly as `make run` runs
+# it (precision-driven, built-in defaults), each into one results database,
+# timed. Per run it prints the wall time, the share of table cells whose
+# median's 95% CI half-width is within PRECISION (default 5%) of the median,
+# and the vxlan-vs-host verdict on the four metrics. Then the history of the
+# stored runs (change points), and the gate's error rates when
+# scripts/bench-gate.sh exists.
+#
+# Targets (docs/reports.md): ≤ 5 min per run, ≥ 90% of cells within ±5%,
+# vxlan vs host significant on all four metrics.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${CNIBENCH_BIN:-bin/cnibench}
+RUNS=${RUNS:-3}
+PRECISION=${PRECISION:-0.05}
+OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-answer.XXXXXX)}
+DB=$OUT/answer.db
+[ "$(id -u)" = 0 ] || { echo "bench-answer: needs root (it builds labs)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "bench-answer: $BIN missing; run make build" >&2; exit 1; }
+command -v jq >/dev/null || { echo "bench-answer: needs jq (scripts/install-deps.sh)" >&2; exit 1; }
+
+echo "bench-answer: $RUNS runs of the default experiment into $DB ($(uptime | sed 's/.*load/load/'))"
+printf '%-4s %9s %18s %s\n' run "wall (s)" "cells within ±$(awk "BEGIN{print $PRECISION*100}")%" "vxlan vs host (tcp_lat udp_lat tcp_bw udp_bw)"
+pass=0
+for i in $(seq 1 "$RUNS"); do
+  t0=$(date +%s)
+  "$BIN" run default --db "$DB" --format none 2>"$OUT/run-$i.log" || true
+  t1=$(date +%s)
+  json=$("$BIN" report last --db "$DB" --format json)
+  # The table's cells: each test's primary metric, one per arm and size.
+  # Half-width as the report and the precision rule use it: the larger
+  # distance from the median to either end of its CI.
+  cells=$(jq -r --argjson p "$PRECISION" '
+    [.runs[0].cells[] | select(.n > 0)
+     | {arm, test, metric, ok: ((([.median - .median_ci.low, .median_ci.high - .median] | max) / (if .median < 0 then -.median else .median end)) <= $p)}]
+    | map(select(.metric == ({"tcp_lat":"one_way_mean_us","udp_lat":"one_way_mean_us","tcp_crr":"transactions_per_sec","tcp_bw":"receiver_mbps","udp_bw":"receiver_mbps"}[.test] // .metric)))
+    | "\(map(select(.ok)) | length)/\(length)"' <<<"$json")
+  verdict=$(jq -r '
+    [.runs[0].cells[] | select(.arm == "vxlan" and .vs_baseline != null)
+     | select(.metric == ({"tcp_lat":"one_way_mean_us","udp_lat":"one_way_mean_us","tcp_bw":"receiver_mbps","udp_bw":"receiver_mbps"}[.test]))
+     | "\(.test):p=\(.vs_baseline.p | tostring | .[0:6])\(if .vs_baseline.p < 0.05 then "*" else "" end)"] | join(" ")' <<<"$json")
+  printf '%-4s %9s %18s %s\n' "$i" "$((t1 - t0))" "$cells" "$verdict"
+done
+echo "(* = significant at α=0.05; run logs in $OUT)"
+
+if "$BIN" history --help >/dev/null 2>&1; then
+  echo
+  "$BIN" history default --db "$DB" || true
+fi
+if [ -x scripts/bench-gate.sh ]; then
+  echo
+  CNIBENCH_BIN=$BIN scripts/bench-gate.sh || true
+fi
