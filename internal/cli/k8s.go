@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +31,8 @@ removes everything it created. The cluster is chosen as kubectl chooses it:
 current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 	}
-	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd())
+	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd())
 	return cmd
 }
 
@@ -113,7 +115,7 @@ failure and Ctrl-C.`,
 			}
 			o.Namespace, o.Image, o.PullPolicy = cf.namespace, img, pp
 			o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = clientNode, serverNode, readyTimeout, keep, cmd.ErrOrStderr()
-			r := &k8s.Runner{Client: conn.Client}
+			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if k8s.IsFlagError(err) {
 				return UsageError{err}
@@ -126,13 +128,12 @@ failure and Ctrl-C.`,
 				return err
 			}
 			defer db.Close()
-			run := k8s.StoreRun(plan, o, Version, k8sExperimentText(cmd))
-			rec, runErr := r.Record(cmd.Context(), plan, o, sizes, store.Recorder{DB: db}, run)
+			rec, runErr := r.Record(cmd.Context(), plan, o, sizes, store.Recorder{DB: db}, Version, k8sExperimentText(cmd))
 			if rec.RunID == 0 {
 				return runErr
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "stored %d sample(s) as run %d (%s) in %s; show it with: cnibench report %s\n",
-				rec.Stored, rec.RunID, run.Name, db.Path(), run.Name)
+				rec.Stored, rec.RunID, rec.Name, db.Path(), rec.Name)
 			if asJSON {
 				if err := k8s.WriteRunJSON(cmd.OutOrStdout(), plan, rec.Samples); err != nil {
 					return err
@@ -160,6 +161,7 @@ failure and Ctrl-C.`,
 	f.BoolVar(&rf.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&rf.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
+	f.IntVar(&rf.Services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
 	f.DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
 	f.BoolVar(&asJSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
 	f.BoolVar(&keep, "keep", false, "leave the run's pods and namespace for debugging (remove with `cnibench k8s clean`)")
@@ -250,7 +252,7 @@ still going are deleted too.`,
 			if err != nil {
 				return err
 			}
-			removed, err := k8s.Clean(cmd.Context(), conn.Client, timeout, time.Second)
+			removed, err := k8s.Clean(cmd.Context(), conn.Bulk, timeout, time.Second)
 			for _, r := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "deleted", r)
 			}
@@ -312,4 +314,40 @@ func newK8sPauseCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newK8sNodeInfoCmd is what a run's node probe pods run: kube-proxy's mode,
+// the node's links and datapath agents, as one JSON line.
+func newK8sNodeInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "node-info",
+		Short:  "Print this node's kube-proxy mode, links and datapath agents as JSON (the run's probe pods)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc"))
+		},
+	}
+}
+
+// newK8sWaitTCPCmd is what the service scenario's probe pod runs: it
+// returns once the address accepts a TCP connection.
+func newK8sWaitTCPCmd() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:    "wait-tcp HOST:PORT",
+		Short:  "Wait until HOST:PORT accepts a TCP connection (the service scenario's probe pod)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := k8s.WaitTCP(cmd.Context(), args[0], timeout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s accepted after %.2fs\n", args[0], d.Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
 }

@@ -22,6 +22,7 @@ type RunFlags struct {
 	Scenarios, Tests, MsgSizes string
 	Duration, Warmup           time.Duration
 	Parallel, Repeats          int
+	Services                   int
 	Engine                     string
 	Profile                    bool
 }
@@ -58,11 +59,13 @@ func (f RunFlags) Options() (Options, []int, error) {
 		return Options{}, nil, bad("--parallel %d: must be 1-%d", f.Parallel, engine.MaxParallel)
 	case f.Repeats < 1:
 		return Options{}, nil, bad("--repeats must be at least 1")
+	case f.Services < 0 || f.Services > MaxServices:
+		return Options{}, nil, bad("--services %d: must be 0-%d", f.Services, MaxServices)
 	case f.Duration <= 0 || f.Warmup < 0:
 		return Options{}, nil, bad("--duration must be positive and --warmup not negative")
 	}
 	return Options{
-		Scenarios: sc, Repeats: f.Repeats,
+		Scenarios: sc, Repeats: f.Repeats, Services: f.Services,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel, Engine: f.Engine,
 			Profile: f.Profile},
@@ -85,6 +88,7 @@ func splitList(s string) []string {
 // Recorded is what Record measured and stored.
 type Recorded struct {
 	RunID   int64
+	Name    string   // the stored run's name
 	Stored  int      // samples stored
 	Samples []Sample // every client pod's outcome, for --json
 }
@@ -93,12 +97,21 @@ type Recorded struct {
 // the way the experiment runner stores its steps: the run first, each
 // client pod's samples and window profiles as the pod finishes (a failed
 // pod as one failed sample per planned test and size), then whether the run
-// completed. sizes are the parsed o.Client.MsgSizes.
-func (r *Runner) Record(ctx context.Context, plan *Plan, o Options, sizes []int, sink store.Sink, run *store.Run) (Recorded, error) {
-	var rec Recorded
+// completed. sizes are the parsed o.Client.MsgSizes; version and
+// experiment go into the stored run (StoreRun). Once the run has probed
+// its nodes, the run's fingerprint and labels are stored again with what
+// the probe found.
+func (r *Runner) Record(ctx context.Context, plan *Plan, o Options, sizes []int, sink store.Sink, version, experiment string) (Recorded, error) {
+	run := StoreRun(plan, o, version, experiment)
+	rec := Recorded{Name: run.Name}
 	var err error
 	if rec.RunID, err = sink.Begin(run); err != nil {
 		return rec, err
+	}
+	rec.Name = run.Name // Begin may have made it unique
+	o.OnProbed = func(*Cluster) error {
+		r := StoreRun(plan, o, version, "")
+		return sink.Update(rec.RunID, r.Host, r.Labels)
 	}
 	seq := 0
 	runErr := r.Execute(ctx, plan, o, func(s Sample) error {
@@ -170,8 +183,10 @@ func (c *Cluster) WriteNodes(w io.Writer) error {
 	return tw.Flush()
 }
 
-// IsFlagError reports whether err is the user's to fix (a *FlagError).
+// IsFlagError reports whether err is the user's to fix: a *FlagError, or
+// a *ServicesError (a --services value the cluster cannot take).
 func IsFlagError(err error) bool {
 	var fe *FlagError
-	return errors.As(err, &fe)
+	var se *ServicesError
+	return errors.As(err, &fe) || errors.As(err, &se)
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -18,11 +19,17 @@ type memSink struct {
 	samples  []*store.Sample
 	complete bool
 	status   string
+	updated  int
 }
 
 func (m *memSink) Begin(r *store.Run) (int64, error) { m.run = r; return 42, nil }
 func (m *memSink) Add(s *store.Sample, _ *store.Profile) error {
 	m.samples = append(m.samples, s)
+	return nil
+}
+func (m *memSink) Update(_ int64, host result.Fingerprint, labels map[string]string) error {
+	m.run.Host, m.run.Labels = host, labels
+	m.updated++
 	return nil
 }
 func (m *memSink) End(_ int64, complete bool, status string) error {
@@ -55,9 +62,12 @@ func TestRecordStoresThroughSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := &memSink{}
-	rec, err := r.Record(context.Background(), plan, o, []int{1}, sink, StoreRun(plan, o, "test", "# flags\n"))
+	rec, err := r.Record(context.Background(), plan, o, []int{1}, sink, "test", "# flags\n")
 	if err == nil || rec.RunID != 42 || sink.run == nil || sink.complete || sink.status != err.Error() {
 		t.Fatalf("rec %+v err %v sink %+v", rec, err, sink)
+	}
+	if sink.updated != 1 {
+		t.Errorf("run host updated %d times after the node probe, want 1", sink.updated)
 	}
 	if rec.Stored != len(sink.samples) || len(rec.Samples) != 8 {
 		t.Errorf("stored %d, sink has %d, %d pods", rec.Stored, len(sink.samples), len(rec.Samples))
@@ -92,6 +102,7 @@ func TestRunFlags(t *testing.T) {
 		{func(f *RunFlags) { f.Tests, f.MsgSizes = "udp_bw", "70000" }, "--msg-size for udp_bw"},
 		{func(f *RunFlags) { f.Parallel = 0 }, "--parallel 0"},
 		{func(f *RunFlags) { f.Repeats = 0 }, "--repeats"},
+		{func(f *RunFlags) { f.Services = MaxServices + 1 }, "--services"},
 		{func(f *RunFlags) { f.Warmup = -time.Second }, "--warmup"},
 	} {
 		f := ok

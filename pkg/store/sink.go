@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -14,6 +15,10 @@ import (
 type Sink interface {
 	Begin(r *Run) (int64, error)
 	Add(s *Sample, p *Profile) error
+	// Update replaces the run's host fingerprint and labels: what a run
+	// learns about its target after it began (a Kubernetes run probes its
+	// nodes once its namespace exists).
+	Update(runID int64, host result.Fingerprint, labels map[string]string) error
 	End(runID int64, complete bool, status string) error
 }
 
@@ -43,6 +48,11 @@ func (r Recorder) Add(s *Sample, p *Profile) error {
 	}
 	p.RunID, p.Seq = s.RunID, s.Seq
 	return r.DB.AddProfile(p)
+}
+
+// Update replaces the run's host fingerprint and labels.
+func (r Recorder) Update(runID int64, host result.Fingerprint, labels map[string]string) error {
+	return r.DB.UpdateRunHost(runID, host, labels)
 }
 
 // End marks the run finished, complete or not.
