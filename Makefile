@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz bench-load clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz bench-load bench-gate clean
 
 all: build
 
@@ -52,6 +52,12 @@ clean:
 # runs' history. Measured figures in docs/reports.md.
 bench-answer: deps build
 	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-answer.sh
+
+# The regression gate's error rates by running it: a calibrated ~10%
+# tcp_crr slowdown (linear policy rules) and the same configuration twice,
+# TRIALS (10) times each, through `compare --fail-on 'slower>5%'`.
+bench-gate: deps build
+	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-gate.sh
 
 # Lab build/teardown speed: cnibench vs the equivalent iproute2 script
 # (vxlan preset and a 2-node x 50-pod bridge). Target: ratio <= 0.5.

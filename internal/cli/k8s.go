@@ -36,7 +36,8 @@ removes everything it created. The cluster is chosen as kubectl chooses it:
 current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 	}
-	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd())
+	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd())
 	return cmd
 }
 
@@ -87,6 +88,7 @@ func newK8sRunCmd() *cobra.Command {
 		duration, warmup       time.Duration
 		readyTimeout           time.Duration
 		parallel, repeats      int
+		services               int
 		engineName, dbPath     string
 		asJSON, keep, profiled bool
 	)
@@ -134,6 +136,9 @@ failure and Ctrl-C.`,
 			if repeats < 1 {
 				return UsageError{errors.New("--repeats must be at least 1")}
 			}
+			if services < 0 || services > k8s.MaxServices {
+				return UsageError{fmt.Errorf("--services %d: must be 0-%d", services, k8s.MaxServices)}
+			}
 			if duration <= 0 || warmup < 0 {
 				return UsageError{errors.New("--duration must be positive and --warmup not negative")}
 			}
@@ -155,12 +160,14 @@ failure and Ctrl-C.`,
 				MeasureTimeout: measureBudget(len(ts), len(sizes), duration, warmup),
 				Keep:           keep,
 				Log:            cmd.ErrOrStderr(),
+				Services:       services,
 			}
-			r := &k8s.Runner{Client: conn.Client}
+			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if err != nil {
 				var fe *k8s.FlagError
-				if errors.As(err, &fe) {
+				var se *k8s.ServicesError
+				if errors.As(err, &fe) || errors.As(err, &se) {
 					return UsageError{err}
 				}
 				return err
@@ -175,6 +182,10 @@ failure and Ctrl-C.`,
 			runID, err := db.CreateRun(run)
 			if err != nil {
 				return err
+			}
+			o.OnProbed = func(*k8s.Cluster) error {
+				r := k8s.StoreRun(plan, o, Version, "")
+				return db.UpdateRunHost(runID, r.Host, r.Labels)
 			}
 			var samples []k8s.Sample
 			seq, stored := 0, 0
@@ -229,6 +240,7 @@ failure and Ctrl-C.`,
 	f.BoolVar(&profiled, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&repeats, "repeats", 1, "repeats of every scenario, interleaved")
+	f.IntVar(&services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
 	f.DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
 	f.BoolVar(&asJSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
 	f.BoolVar(&keep, "keep", false, "leave the run's pods and namespace for debugging (remove with `cnibench k8s clean`)")
@@ -372,7 +384,7 @@ still going are deleted too.`,
 			if err != nil {
 				return err
 			}
-			removed, err := k8s.Clean(cmd.Context(), conn.Client, timeout, time.Second)
+			removed, err := k8s.Clean(cmd.Context(), conn.Bulk, timeout, time.Second)
 			for _, r := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "deleted", r)
 			}
@@ -454,4 +466,40 @@ func newK8sPauseCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newK8sNodeInfoCmd is what a run's node probe pods run: kube-proxy's mode,
+// the node's links and datapath agents, as one JSON line.
+func newK8sNodeInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "node-info",
+		Short:  "Print this node's kube-proxy mode, links and datapath agents as JSON (the run's probe pods)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc"))
+		},
+	}
+}
+
+// newK8sWaitTCPCmd is what the service scenario's probe pod runs: it
+// returns once the address accepts a TCP connection.
+func newK8sWaitTCPCmd() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:    "wait-tcp HOST:PORT",
+		Short:  "Wait until HOST:PORT accepts a TCP connection (the service scenario's probe pod)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := k8s.WaitTCP(cmd.Context(), args[0], timeout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s accepted after %.2fs\n", args[0], d.Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
 }

@@ -174,6 +174,10 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 				return usage(err)
 			}
 			ra, sa, rb, sb := a.Run, a.Samples, b.Run, b.Samples
+			if gate != nil {
+				gate.AddMetrics(ra)
+				gate.AddMetrics(rb)
+			}
 			if err := report.WriteFile(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
 				if err := report.CompareFormat(w, format, ra, sa, rb, sb); err != nil {
 					return err

@@ -29,6 +29,9 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 		{"size below sockperf's minimum", "name: x\ntests: [tcp_lat]\nmsg_sizes: [1]\narms: [{name: a, topology: veth, engine: sockperf}]\n", "sockperf"},
 		{"udp datagram too large", "name: x\ntests: [udp_lat]\nmsg_sizes: [64K]\narms: [{name: a, topology: veth}]\n", "65507"},
 		{"malformed yaml", "name: x\ntests: [tcp_lat\n", "x.yaml"},
+		{"unknown wake-up policy", "name: x\ntests: [tcp_lat]\nwakeup: nap\narms: [{name: a, topology: veth}]\n", `wake-up policy "nap"`},
+		{"CPU that does not exist", "name: x\ntests: [tcp_lat]\narms: [{name: a, topology: veth, cpus: \"client=4095\"}]\n", "CPU 4095 does not exist"},
+		{"precision out of range", "name: x\ntests: [tcp_lat]\nprecision: 60%\narms: [{name: a, topology: veth}]\n", "precision"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := filepath.Join(dir, "x.yaml")
@@ -50,6 +53,15 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 	}
 	if out, code := runBin(t, bin, "run", "default", "--arms", "nosuch", "--db", filepath.Join(dir, "y.db")); code != 2 || !strings.Contains(out, "arms: host, veth") {
 		t.Errorf("--arms nosuch: exit %d\n%s", code, out)
+	}
+	for _, flags := range [][]string{{"--wakeup", "poll"}, {"--cpus", "server=4095"}, {"--precision", "0%"}} {
+		out, code := runBin(t, bin, append([]string{"run", "default", "--db", filepath.Join(dir, "z.db")}, flags...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Errorf("%v: exit %d, want 2 and one line:\n%s", flags, code, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "z.db")); !os.IsNotExist(err) {
+			t.Errorf("%v created the database", flags)
+		}
 	}
 }
 

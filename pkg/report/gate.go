@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stats"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // GateGrammar is the --fail-on grammar, quoted in errors and help.
@@ -303,4 +304,26 @@ func (g Gate) Passed(rows []ComparisonRow) string {
 func isMetric(metrics map[string]string, name string) bool {
 	_, ok := metrics[name]
 	return ok
+}
+
+// AddMetrics adds the metrics the gate's rules name (e.g.
+// "tcp_crr/client_cpu_us_per_txn:worse>5%") to a run's table columns for
+// this comparison (nothing is stored), so a rule can gate a metric the
+// report does not show by default.
+func (g Gate) AddMetrics(r *store.Run) {
+	have := extraMetrics(r)
+	for _, rule := range g.Rules {
+		if rule.Metric != "" && !contains(have, rule.Metric) {
+			have = append(have, rule.Metric)
+		}
+	}
+	if len(have) == 0 {
+		return
+	}
+	labels := map[string]string{}
+	for k, v := range r.Labels {
+		labels[k] = v
+	}
+	labels[LabelMetrics] = strings.Join(have, ",")
+	r.Labels = labels
 }

@@ -173,3 +173,39 @@ func TestGateErrorRatesSimulated(t *testing.T) {
 		t.Errorf("detection rate %.3f < 0.90", power)
 	}
 }
+
+// A rule naming a metric the table does not show adds that metric's cells
+// to the comparison (and gates them); the stored run is not changed.
+func TestGateAddMetrics(t *testing.T) {
+	ra, sa := kubeOVNRun()
+	rb, sb := kubeOVNRun()
+	g, _ := ParseGate("slower>5%,tcp_lat/rtt_p50_us:worse>1%")
+	rows, _, _ := Comparison(ra, sa, rb, sb)
+	for _, r := range rows {
+		if r.Column.metric.Name == mRTT50.Name {
+			t.Fatal("rtt_p50_us compared without being asked for")
+		}
+	}
+	if u := g.Unused(rows); len(u) != 1 {
+		t.Errorf("Unused before AddMetrics: %+v", u)
+	}
+	before := ra.Labels
+	g.AddMetrics(ra)
+	g.AddMetrics(rb)
+	if before != nil {
+		t.Fatal("fixture has labels; the test assumes none")
+	}
+	rows, _, _ = Comparison(ra, sa, rb, sb)
+	found := 0
+	for _, r := range rows {
+		if r.Column.metric.Name == mRTT50.Name && r.Verdict != nil {
+			found++
+			if rule := g.RuleFor(r); r.Test == "tcp_lat" && (rule == nil || rule.Metric != mRTT50.Name) {
+				t.Errorf("%s: rule %+v", rowName(r), rule)
+			}
+		}
+	}
+	if found == 0 || len(g.Unused(rows)) != 0 {
+		t.Errorf("rtt_p50_us rows: %d, unused rules %+v", found, g.Unused(rows))
+	}
+}

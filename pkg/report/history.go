@@ -284,15 +284,10 @@ func (h *History) changeText(c HistoryChange, s HistorySeries) string {
 	return t
 }
 
-func writeHistoryText(w io.Writer, h *History) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "History of experiment %s: %d stored runs", h.Experiment, len(h.Runs))
-	if n := len(h.Runs); n > 0 {
-		fmt.Fprintf(&b, ", %s … %s", h.Runs[0].Started.Format("2006-01-02 15:04Z"), h.Runs[n-1].Started.Format("2006-01-02 15:04Z"))
-	}
-	b.WriteString("\n\n")
-	// Runs with the same fingerprint are one row: a new row is where the
-	// host, kernel or cnibench changed.
+// hostGrid lists the runs grouped by fingerprint: runs with the same host,
+// kernel, distro, CPU and cnibench are one row, and a new row starts where
+// one of them changed.
+func (h *History) hostGrid() grid {
 	g := grid{Header: []string{"runs", "ids", "host", "distro", "kernel", "CPU", "cnibench", "changed from the previous runs"}}
 	for i := 0; i < len(h.Runs); {
 		j := i + 1
@@ -308,9 +303,19 @@ func writeHistoryText(w io.Writer, h *History) error {
 			{Text: orUnknown(r.Host.Kernel)}, {Text: orUnknown(r.Host.CPUModel)}, {Text: orUnknown(r.Host.Cnibench)}, {Text: strings.Join(r.Changed, ", ")}})
 		i = j
 	}
-	b.WriteString(textTable(g, func(c gcell) string { return c.Text }))
+	return g
+}
+
+func writeHistoryText(w io.Writer, h *History) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "History of experiment %s: %d stored runs", h.Experiment, len(h.Runs))
+	if n := len(h.Runs); n > 0 {
+		fmt.Fprintf(&b, ", %s … %s", h.Runs[0].Started.Format("2006-01-02 15:04Z"), h.Runs[n-1].Started.Format("2006-01-02 15:04Z"))
+	}
+	b.WriteString("\n\n")
+	b.WriteString(textTable(h.hostGrid(), func(c gcell) string { return c.Text }))
 	b.WriteString("\n")
-	g = grid{Header: []string{"arm", "cell", "runs (oldest → newest)", "first", "last", "change points"},
+	g := grid{Header: []string{"arm", "cell", "runs (oldest → newest)", "first", "last", "change points"},
 		Right: []bool{false, false, false, true, true, false}}
 	for _, s := range h.Series {
 		vals := s.values()
@@ -350,15 +355,6 @@ func writeHistoryHTML(w io.Writer, h *History) error {
 	var b strings.Builder
 	title := "cnibench history: " + h.Experiment
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<h1>%s</h1>\n", esc(title), css, esc(title))
-	b.WriteString("<h2>Runs and hosts</h2>\n")
-	g := grid{Header: []string{"#", "run", "started (UTC)", "host", "distro", "kernel", "CPU", "cnibench", "fingerprint change"},
-		Right: []bool{true, false, false, false, false, false, false, false, false}}
-	for i, r := range h.Runs {
-		g.Rows = append(g.Rows, []gcell{{Text: fmt.Sprint(i + 1)}, {Text: fmt.Sprintf("%d %s", r.ID, r.Name)}, {Text: r.Started.Format("2006-01-02 15:04:05Z")},
-			{Text: orUnknown(r.Host.Hostname)}, {Text: orUnknown(r.Host.Distro)}, {Text: orUnknown(r.Host.Kernel)}, {Text: orUnknown(r.Host.CPUModel)},
-			{Text: orUnknown(r.Host.Cnibench)}, {Text: strings.Join(r.Changed, ", ")}})
-	}
-	htmlTable(&b, g)
 	b.WriteString("<h2>Cells across runs</h2>\n")
 	fmt.Fprintf(&b, "<p class=\"legend\">Each run's median with its 95%% confidence interval; red dashed lines: change points (%s); grey dotted lines: the host fingerprint changed.</p>\n", esc(h.Detector))
 	for _, s := range h.Series {
@@ -377,6 +373,11 @@ func writeHistoryHTML(w io.Writer, h *History) error {
 		}
 		fmt.Fprintf(&b, "<figcaption>%s: %s.</figcaption>\n</figure>\n", esc(s.name()), esc(cp))
 	}
+	if n := len(h.Runs); n > 0 {
+		fmt.Fprintf(&b, "<h2>Runs and hosts</h2>\n<p class=\"legend\">%d runs, %s … %s; a new row starts where the host fingerprint changed.</p>\n",
+			n, esc(h.Runs[0].Started.Format("2006-01-02 15:04Z")), esc(h.Runs[n-1].Started.Format("2006-01-02 15:04Z")))
+	}
+	htmlTable(&b, h.hostGrid())
 	b.WriteString("</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# make bench-gate: the regression gate's error rates, measured by running it
+# (issue 13: a 10 % slowdown caught in ≥ 9 of 10 trials, the same
+# configuration twice passing in ≥ 9 of 10).
+#
+# The slowdown is real, not simulated: arm "pod" is a `native` lab whose
+# server node filters the pod's ingress NetworkPolicy-style (lab knob
+# policies=N, policy_mode=linear: N rules walked in order for every new
+# connection). The base configuration has 1 rule, the slowed one
+# SLOW_POLICIES rules, calibrated so the client's CPU time per transaction
+# grows by about 10 % (docs/reports.md has the calibration run).
+#
+# Each of TRIALS trials (default 10) runs four separate experiments, as a
+# CI job would (not interleaved), then gates two pairs with two rules:
+#   base, slowed  -> cnibench compare base slowed --fail-on RULE   must exit 1
+#   base, base    -> cnibench compare base base2  --fail-on RULE   must exit 0
+# RULE_TXN  'slower>5%': the table's tcp_crr cell, transactions per second;
+# RULE_CPU  'tcp_crr/client_cpu_us_per_txn:worse>5%': CPU per transaction.
+# Each trial holds the exclusive CPU lock (/tmp/cnb-cpu.lock) only while it
+# measures (about two minutes), so other work on a shared machine waits
+# between trials rather than disturbing one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${CNIBENCH_BIN:-bin/cnibench}
+TRIALS=${TRIALS:-10}
+REPEATS=${REPEATS:-20}
+DURATION=${DURATION:-500ms}
+WARMUP=${WARMUP:-200ms}
+SLOW_POLICIES=${SLOW_POLICIES:-1200}
+RULE_TXN=${RULE_TXN:-slower>5%}
+RULE_CPU=${RULE_CPU:-tcp_crr/client_cpu_us_per_txn:worse>5%}
+LOCK=${LOCK:-/tmp/cnb-cpu.lock}
+OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-gate.XXXXXX)}
+DB=$OUT/gate.db
+[ "$(id -u)" = 0 ] || { echo "bench-gate: needs root (it builds labs)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "bench-gate: $BIN missing; run make build" >&2; exit 1; }
+command -v jq >/dev/null || { echo "bench-gate: needs jq (scripts/install-deps.sh)" >&2; exit 1; }
+"$BIN" compare --help >/dev/null
+
+# experiment NAME POLICIES: one arm "pod" measuring tcp_crr.
+experiment() {
+  cat >"$OUT/$1.yaml" <<EOF
+name: $1
+description: bench-gate arm with $2 linear NetworkPolicy rules on the server pod's ingress
+tests: [tcp_crr]
+msg_sizes: [1]
+duration: $DURATION
+warmup: $WARMUP
+repeats: $REPEATS
+baseline: pod
+wakeup: none
+arms:
+  - {name: pod, topology: native, knobs: {policies: "$2", policy_mode: linear}}
+EOF
+}
+experiment bench-gate-base 1
+experiment bench-gate-slowed "$SLOW_POLICIES"
+
+# run NAME: one experiment into $DB; prints the new run's id.
+run() {
+  "$BIN" run "$OUT/$1.yaml" --db "$DB" --format none 2>>"$OUT/runs.log" >&2 || return 1
+  "$BIN" runs --db "$DB" --json | jq '.[-1].id'
+}
+
+# gate A B TAG RULE METRIC: compare with the rule; prints "exit delta p" of
+# the row of METRIC.
+gate() {
+  local rc=0
+  "$BIN" compare "$1" "$2" --db "$DB" --fail-on "$4" --junit "$OUT/$3.xml" --format json -o "$OUT/$3.json" \
+    2>>"$OUT/gate.log" || rc=$?
+  jq -r --arg rc "$rc" --arg m "$5" '.rows[] | select(.metric == $m) | "\($rc) \(.delta_pct * 10 | round / 10) \(.p | tostring | .[0:7])"' "$OUT/$3.json"
+}
+
+echo "bench-gate: tcp_crr on a native lab, $REPEATS × $DURATION per run, wakeup none; slowed = $SLOW_POLICIES"
+echo "  linear policy rules vs 1; $TRIALS trials of 4 runs; rules '$RULE_TXN' and '$RULE_CPU'; results in $OUT"
+printf '%-5s %-5s %-34s %-34s\n' trial load "transactions/s: slowed | same" "CPU per txn: slowed | same"
+declare -A miss alarm
+miss=([txn]=0 [cpu]=0); alarm=([txn]=0 [cpu]=0)
+bad=0
+# verdict KIND RC_SLOWED RC_SAME: count them and word them in $V (not
+# through $(…): the counters must survive).
+verdict() {
+  local w1=caught w2=passed
+  [ "$2" = 1 ] || { w1="MISSED(exit $2)"; miss[$1]=$((miss[$1] + 1)); }
+  [ "$3" = 0 ] || { w2="FALSE-ALARM(exit $3)"; alarm[$1]=$((alarm[$1] + 1)); }
+  V="$w1 | $w2"
+}
+for i in $(seq 1 "$TRIALS"); do
+  # One trial under the exclusive lock; the ids come back on stdout.
+  if ! ids=$(flock -x "$LOCK" bash -c "
+      set -e
+      $(declare -f run); BIN='$BIN'; OUT='$OUT'; DB='$DB'
+      uptime | sed 's/.*average: //; s/,.*//' >'$OUT/load-$i'
+      a=\$(run bench-gate-base); b=\$(run bench-gate-slowed); c=\$(run bench-gate-base); d=\$(run bench-gate-base)
+      echo \$a \$b \$c \$d"); then
+    echo "trial $i: a run failed (see $OUT/runs.log)"; bad=$((bad + 1)); continue
+  fi
+  read -r a b c d <<<"$ids"
+  read -r t1 dt1 pt1 <<<"$(gate "$a" "$b" "txn-slowed-$i" "$RULE_TXN" transactions_per_sec)"
+  read -r t2 dt2 pt2 <<<"$(gate "$c" "$d" "txn-same-$i" "$RULE_TXN" transactions_per_sec)"
+  read -r c1 dc1 pc1 <<<"$(gate "$a" "$b" "cpu-slowed-$i" "$RULE_CPU" client_cpu_us_per_txn)"
+  read -r c2 dc2 pc2 <<<"$(gate "$c" "$d" "cpu-same-$i" "$RULE_CPU" client_cpu_us_per_txn)"
+  verdict txn "$t1" "$t2"; vt=$V; verdict cpu "$c1" "$c2"; vc=$V
+  printf '%-5s %-5s %-34s %-34s\n' "$i" "$(cat "$OUT/load-$i")" "$dt1% p=$pt1 | $dt2% p=$pt2" "$dc1% p=$pc1 | $dc2% p=$pc2"
+  printf '%-5s %-5s %-34s %-34s\n' "" "" "$vt" "$vc"
+done
+n=$((TRIALS - bad))
+echo
+for k in txn cpu; do
+  rule=$RULE_TXN; [ $k = cpu ] && rule=$RULE_CPU
+  echo "$rule: slowdown caught in $((n - miss[$k])) of $n trials (false negatives ${miss[$k]}/$n); same configuration passed in $((n - alarm[$k])) of $n (false positives ${alarm[$k]}/$n)"
+done
+[ "$bad" = 0 ] || echo "$bad trial(s) did not complete (a run failed; see $OUT/runs.log)"
