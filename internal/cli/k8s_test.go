@@ -36,6 +36,7 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 		{[]string{"--test", "udp_bw", "--msg-size", "70000"}, "--msg-size for udp_bw"},
 		{[]string{"--repeats", "0"}, "--repeats"},
 		{[]string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{[]string{"--services", "50001"}, "--services 50001: must be 0-50000"},
 	} {
 		_, err := runK8sCLI(t, append([]string{"k8s", "run", "--image", "x:1"}, tc.args...)...)
 		var u UsageError

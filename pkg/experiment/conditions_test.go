@@ -175,7 +175,7 @@ func TestRetakeDisturbedWithinBudget(t *testing.T) {
 	for i := range e.Arms {
 		x.labs[e.Arms[i].LabKey()] = &fakeLab{name: "veth"}
 	}
-	x.done = 10
+	x.done, x.sinceRetake = 10, 10
 	for i := 0; i < 5; i++ {
 		x.disturbed = append(x.disturbed, pendingRetake{Step{Seq: i, Arm: i % 2, Test: "tcp_lat", MsgSize: 1}, float64(100 + i), true})
 	}
@@ -206,4 +206,22 @@ func sortedCopy(v []float64) []float64 {
 		}
 	}
 	return out
+}
+
+// When most of a round was disturbed, nothing is retaken: the samples keep
+// their values for the precision rule and the status says why.
+func TestNoRetakesOnAMachineDisturbedThroughout(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	// 3 of the 4 planned steps disturbed.
+	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
+		Disturb: &fakeStamper{bad: map[int]bool{1: true, 2: true, 3: true}}, RetakeDisturbed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.samples) != 4 || !strings.Contains(sink.status, "3 disturbed steps not retaken: most of their round was disturbed") {
+		t.Errorf("%d samples, status %q", len(sink.samples), sink.status)
+	}
 }

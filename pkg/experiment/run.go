@@ -248,6 +248,9 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	if x.notRetaken > 0 {
 		status += fmt.Sprintf("; %d disturbed steps not retaken: the budget was spent", x.notRetaken)
 	}
+	if x.notRetakenBusy > 0 {
+		status += fmt.Sprintf("; %d disturbed steps not retaken: most of their round was disturbed, so the machine was, not the step", x.notRetakenBusy)
+	}
 	if eerr := o.Sink.End(runID, complete, status); eerr != nil && err == nil {
 		err = fmt.Errorf("store run end: %w", eerr)
 	}
@@ -278,8 +281,10 @@ type executor struct {
 	// taken again (--retake-disturbed), with the value each would have
 	// given the precision rule.
 	disturbed []pendingRetake
-	// notRetaken counts disturbed steps the budget left no time to retake.
-	notRetaken int
+	// notRetaken counts disturbed steps the budget left no time to retake,
+	// notRetakenBusy those of rounds disturbed throughout; sinceRetake the
+	// steps run since the last retakes.
+	notRetaken, notRetakenBusy, sinceRetake int
 }
 
 // cellKey is one table cell: an arm, a test, a message size.
@@ -319,6 +324,9 @@ func (x *executor) run(steps []Step) error {
 		}
 		if serr := x.o.Sink.Sample(x.runID, s); serr != nil {
 			return fmt.Errorf("store sample: %w", serr)
+		}
+		if st.RetakeOf == nil {
+			x.sinceRetake++
 		}
 		x.done++
 		x.prog.step(x.done, a.Name, st, res, merr)

@@ -14,11 +14,24 @@ import (
 // Cluster is the fingerprint stored with every Kubernetes run, so runs on
 // different clusters, CNIs and kernels can be told apart in one report.
 type Cluster struct {
-	Context string     `json:"context,omitempty"`
-	Server  string     `json:"server,omitempty"`
-	Version string     `json:"version"` // the API server's gitVersion
-	CNI     string     `json:"cni"`
-	Nodes   []NodeInfo `json:"nodes"`
+	Context string `json:"context,omitempty"`
+	Server  string `json:"server,omitempty"`
+	Version string `json:"version"` // the API server's gitVersion
+	CNI     string `json:"cni"`
+	// CNIMode is the CNI's datapath mode where it has several (Flannel's
+	// backend: vxlan, host-gw); "" when unknown or not applicable.
+	CNIMode string `json:"cni_mode,omitempty"`
+	// KubeProxyMode is what kube-proxy on the probed nodes says it runs
+	// (iptables, nftables, ipvs), per node when they differ, or "unknown
+	// (why)". Empty until a run has probed its nodes.
+	KubeProxyMode string     `json:"kube_proxy_mode,omitempty"`
+	Nodes         []NodeInfo `json:"nodes"`
+	// Probes are the node probes' raw findings.
+	Probes []NodeProbe `json:"probes,omitempty"`
+
+	// cniSource is the CNI named by kube-system workloads ("" when only
+	// node annotations, or nothing, named one).
+	cniSource string
 }
 
 // NodeInfo is one node's status as the kubelet reports it.
@@ -83,6 +96,9 @@ func Fingerprint(ctx context.Context, cs kubernetes.Interface) (*Cluster, []core
 		}
 	}
 	c.CNI = DetectCNI(names, nl.Items)
+	if w := DetectCNI(names, nil); w != cniUnknown {
+		c.cniSource = w
+	}
 	if err != nil && c.CNI == cniUnknown {
 		c.CNI = "unknown (cannot list kube-system pods: " + err.Error() + ")"
 	}
@@ -167,5 +183,13 @@ func (c *Cluster) Summary() string {
 			ks = append(ks, k)
 		}
 	}
-	return fmt.Sprintf("Kubernetes %s, CNI %s, %d node(s), kernel %s", c.Version, c.CNI, len(c.Nodes), strings.Join(ks, " / "))
+	cni := c.CNI
+	if c.CNIMode != "" {
+		cni += " (" + c.CNIMode + ")"
+	}
+	kp := ""
+	if c.KubeProxyMode != "" {
+		kp = ", kube-proxy " + c.KubeProxyMode
+	}
+	return fmt.Sprintf("Kubernetes %s, CNI %s%s, %d node(s), kernel %s", c.Version, cni, kp, len(c.Nodes), strings.Join(ks, " / "))
 }

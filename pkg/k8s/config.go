@@ -10,7 +10,10 @@ import (
 
 // Conn is a connection to one cluster, resolved the way kubectl resolves it.
 type Conn struct {
-	Client  kubernetes.Interface
+	Client kubernetes.Interface
+	// Bulk is Client without the client-side request rate limit, for the
+	// thousands of creates and deletes of --services.
+	Bulk    kubernetes.Interface
 	Config  *rest.Config
 	Context string // kubeconfig context used ("" when in-cluster)
 	Server  string // API server URL
@@ -44,5 +47,11 @@ func Connect(kubeconfig, context string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Conn{Client: cs, Config: cfg, Context: name, Server: cfg.Host}, nil
+	bcfg := rest.CopyConfig(cfg)
+	bcfg.QPS = -1 // no client-side limiter; the server's flow control still applies
+	bulk, err := kubernetes.NewForConfig(bcfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Conn{Client: cs, Bulk: bulk, Config: cfg, Context: name, Server: cfg.Host}, nil
 }

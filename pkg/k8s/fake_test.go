@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,9 @@ type fakeCluster struct {
 	clientState func(*corev1.Pod)
 	// logs answers Runner.Logs; nil returns a valid result set.
 	logs func(pod *corev1.Pod, container string) ([]byte, error)
+	// probe is what every node probe pod prints; the zero value is a
+	// bridge node with kube-proxy in iptables mode.
+	probe *NodeProbe
 }
 
 func readyNode(name, ip string) *corev1.Node {
@@ -68,6 +72,13 @@ func newFakeCluster(t *testing.T, nodes ...string) *fakeCluster {
 	fc.cs.PrependReactor("create", "pods", fc.createPod)
 	fc.cs.PrependReactor("create", "services", fc.createService)
 	fc.cs.PrependReactor("create", "daemonsets", fc.createDaemonSet)
+	// The fake has no authorizer: everything is allowed unless a test says
+	// otherwise.
+	fc.cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rev := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)
+		rev.Status.Allowed = true
+		return true, rev, nil
+	})
 	return fc
 }
 
@@ -123,6 +134,8 @@ func (fc *fakeCluster) createPod(a k8stesting.Action) (bool, runtime.Object, err
 		if fc.clientState != nil {
 			fc.clientState(pod)
 		}
+	case "probe":
+		pod.Status.Phase = corev1.PodSucceeded
 	}
 	return false, nil, nil // let the tracker store the mutated pod
 }
@@ -196,11 +209,28 @@ func (fc *fakeCluster) runner() *Runner {
 		if err != nil {
 			return nil, err
 		}
+		if pod.Labels[LabelRole] == "probe" {
+			return fc.probeLog(pod), nil
+		}
 		if fc.logs != nil {
 			return fc.logs(pod, container)
 		}
 		return resultSet(pod), nil
 	}}
+}
+
+// probeLog is what a probe pod prints: node-info JSON or wait-tcp's line.
+func (fc *fakeCluster) probeLog(pod *corev1.Pod) []byte {
+	args := pod.Spec.Containers[0].Args
+	if len(args) > 1 && args[1] == "wait-tcp" {
+		return []byte(args[2] + " accepted after 0.01s\n")
+	}
+	p := NodeProbe{KubeProxyMode: "iptables", Links: []string{"cni0:bridge", "eth0:veth", "lo:device"}, Agents: []string{"kube-proxy"}}
+	if fc.probe != nil {
+		p = *fc.probe
+	}
+	b, _ := json.Marshal(p)
+	return append(b, '\n')
 }
 
 func (fc *fakeCluster) createdPods() []*corev1.Pod {
@@ -226,6 +256,10 @@ func (fc *fakeCluster) leftovers(t *testing.T) []string {
 	secs, _ := fc.cs.CoreV1().Secrets("").List(ctx, lo)
 	for _, s := range secs.Items {
 		out = append(out, "secret/"+s.Name)
+	}
+	sls, _ := fc.cs.DiscoveryV1().EndpointSlices("").List(ctx, lo)
+	for _, s := range sls.Items {
+		out = append(out, "endpointslice/"+s.Name)
 	}
 	dss, _ := fc.cs.AppsV1().DaemonSets("").List(ctx, lo)
 	for _, d := range dss.Items {

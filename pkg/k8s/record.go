@@ -33,6 +33,15 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 	if plan.Cluster.Context != "" {
 		r.Labels["k8s.context"] = plan.Cluster.Context
 	}
+	if plan.Cluster.CNIMode != "" {
+		r.Labels["k8s.cni_mode"] = plan.Cluster.CNIMode
+	}
+	if plan.Cluster.KubeProxyMode != "" {
+		r.Labels["k8s.kube_proxy_mode"] = plan.Cluster.KubeProxyMode
+	}
+	if o.Services > 0 {
+		r.Labels["k8s.services"] = strconv.Itoa(o.Services)
+	}
 	if plan.Cluster.Server != "" {
 		r.Labels["k8s.server"] = plan.Cluster.Server
 	}
@@ -45,7 +54,11 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 			r.Labels["skipped."+p.Scenario] = p.Skip
 			continue
 		}
-		r.Arms = append(r.Arms, store.Arm{Name: p.Scenario, Description: p.Description(),
+		desc := p.Description()
+		if p.ViaService && o.Services > 0 {
+			desc += fmt.Sprintf("; behind %d other Services", o.Services)
+		}
+		r.Arms = append(r.Arms, store.Arm{Name: p.Scenario, Description: desc,
 			Topology: "k8s/" + p.Scenario, Engine: engine})
 		r.Labels["nodes."+p.Scenario] = p.ClientNode + " -> " + p.ServerNode
 		if p.Scenario == ScenarioHost {
@@ -61,9 +74,25 @@ func clusterFingerprint(c *Cluster, version string) result.Fingerprint {
 	fp := result.Fingerprint{Hostname: "k8s", Cnibench: version, Notes: map[string]string{
 		"kubernetes": c.Version, "cni": c.CNI, "nodes": strconv.Itoa(len(c.Nodes)),
 	}}
+	if c.CNIMode != "" {
+		fp.Notes["cni_mode"] = c.CNIMode
+	}
+	if c.KubeProxyMode != "" {
+		fp.Notes["kube_proxy_mode"] = c.KubeProxyMode
+	}
 	if c.Context != "" {
 		fp.Hostname = "k8s:" + c.Context
 	}
+	// Reports show runs side by side by host: name the datapath there, so
+	// a comparison of CNIs or proxy modes on one cluster reads as one.
+	dp := c.CNI
+	if c.CNIMode != "" {
+		dp += " " + c.CNIMode
+	}
+	if c.KubeProxyMode != "" {
+		dp += ", kube-proxy " + c.KubeProxyMode
+	}
+	fp.Hostname += " [" + dp + "]"
 	join := func(get func(NodeInfo) string) string {
 		seen := map[string]bool{}
 		var vals []string

@@ -29,7 +29,7 @@ func TestStoreRunAndSamples(t *testing.T) {
 	if run.Labels["skipped.pod-cross-node"] == "" || run.Labels["k8s.cni"] != "cilium" || run.Labels["nodes.host-network"] != "n1 -> n2" {
 		t.Errorf("labels %v", run.Labels)
 	}
-	if run.Host.Kernel != "n1=6.1, n2=6.6" || run.Host.Distro != "Debian 12" || run.Host.Cores != 2 || run.Host.Hostname != "k8s:lab" {
+	if run.Host.Kernel != "n1=6.1, n2=6.6" || run.Host.Distro != "Debian 12" || run.Host.Cores != 2 || run.Host.Hostname != "k8s:lab [cilium]" {
 		t.Errorf("host %+v", run.Host)
 	}
 

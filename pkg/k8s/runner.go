@@ -38,6 +38,13 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// MeasureTimeout bounds one client pod from start to exit.
 	MeasureTimeout time.Duration
+	// Services is how many filler Services (see FillerService) the
+	// measured Service sits behind; 0 = none.
+	Services int
+	// OnProbed, if set, is called once the run has probed its nodes and
+	// completed plan.Cluster (kube-proxy mode, the running CNI), before
+	// any measurement, so the caller can store the final fingerprint.
+	OnProbed func(*Cluster) error
 	// Keep leaves the run's objects in place, for debugging.
 	Keep bool
 	// Log receives progress lines; nil discards them.
@@ -83,6 +90,17 @@ type Runner struct {
 	Poll time.Duration
 	// RunID names the run's objects; "" draws a new one.
 	RunID string
+	// Bulk, if set, creates and deletes the filler Services: a client
+	// without Client's request rate limit (the API server's own
+	// priority-and-fairness still applies). nil uses Client.
+	Bulk kubernetes.Interface
+}
+
+func (r *Runner) bulk() kubernetes.Interface {
+	if r.Bulk != nil {
+		return r.Bulk
+	}
+	return r.Client
 }
 
 // Plan is what a run will do: where each scenario goes and in which order
@@ -93,6 +111,8 @@ type Plan struct {
 	Cluster    *Cluster    `json:"cluster"`
 	Placements []Placement `json:"placements"`
 	Steps      []Step      `json:"-"`
+	// nodes are the Node objects as Prepare read them.
+	nodes []corev1.Node
 }
 
 // Prepare reads the cluster and places the scenarios. It creates nothing.
@@ -120,7 +140,19 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 		}
 		return nil, fmt.Errorf("no scenario can run on this cluster (%s)", strings.Join(why, "; "))
 	}
-	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Steps: steps}, nil
+	if o.Services != 0 {
+		svc := false
+		for _, p := range pl {
+			svc = svc || (p.ViaService && p.Skip == "")
+		}
+		if !svc {
+			return nil, &ServicesError{fmt.Sprintf("--services %d: needs the %s scenario, which this run does not measure", o.Services, ScenarioService)}
+		}
+		if err := CheckServices(ctx, r.Client, o.Namespace, o.Services); err != nil {
+			return nil, err
+		}
+	}
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Steps: steps, nodes: nodes}, nil
 }
 
 // Sample is the outcome of one client pod.
@@ -155,8 +187,9 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			fmt.Fprintf(o.Log, "keeping the run's objects (--keep); remove them with: cnibench k8s clean\n")
 			return
 		}
-		// Cleanup must run even when ctx is already cancelled by Ctrl-C.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		// Cleanup must run even when ctx is already cancelled by Ctrl-C;
+		// thousands of filler Services take their time.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute+time.Duration(o.Services)*20*time.Millisecond)
 		defer cancel()
 		if cerr := r.deleteRun(cctx, ns, plan.RunID, createdNS); cerr != nil {
 			cerr = fmt.Errorf("cleanup incomplete (run `cnibench k8s clean`): %w", cerr)
@@ -180,21 +213,54 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 
 	targets := map[string]string{}
 	var runnable []Placement
+	var nodes []string
+	seenNode := map[string]bool{}
 	for _, p := range plan.Placements {
 		if p.Skip == "" {
 			runnable = append(runnable, p)
+			for _, n := range []string{p.ClientNode, p.ServerNode} {
+				if !seenNode[n] {
+					seenNode[n] = true
+					nodes = append(nodes, n)
+				}
+			}
 		} else {
 			fmt.Fprintf(o.Log, "%s: skipped: %s\n", p.Scenario, p.Skip)
 		}
 	}
+	plan.Cluster.ApplyProbes(r.probeNodes(ctx, po, nodes, o.ReadyTimeout), plan.nodes)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted while probing the nodes: %w", err)
+	}
+	fmt.Fprintf(o.Log, "probed %s: %s\n", strings.Join(nodes, ", "), plan.Cluster.Summary())
+	if o.OnProbed != nil {
+		if err := o.OnProbed(plan.Cluster); err != nil {
+			return err
+		}
+	}
+	if o.Services > 0 {
+		t0 := time.Now()
+		err := createFillers(ctx, r.bulk(), po, o.Services, func(done int) {
+			fmt.Fprintf(o.Log, "filler services: %d of %d created\n", done, o.Services)
+		})
+		if err != nil {
+			return fmt.Errorf("creating %d filler services: %w", o.Services, err)
+		}
+		d := time.Since(t0)
+		fmt.Fprintf(o.Log, "filler services: %d Services + EndpointSlices created in %.1fs (%s)\n", o.Services, d.Seconds(), fillerRate(o.Services, d))
+	}
+	var svcCreated time.Time
 	for _, p := range runnable {
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, ServerPod(po, p), metav1.CreateOptions{}); err != nil {
 			return APIError("create", "server pod for "+p.Scenario, err)
 		}
 		if p.ViaService {
+			// Created after the fillers, so that the node rules that
+			// carry it were written with every filler in place too.
 			if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po), metav1.CreateOptions{}); err != nil {
 				return APIError("create", "service", err)
 			}
+			svcCreated = time.Now()
 		}
 	}
 	for _, p := range runnable {
@@ -210,6 +276,14 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 				return fmt.Errorf("%s: %w", p.Scenario, err)
 			}
 			targets[p.Scenario] = ip
+			// No API says a node's service rules are in place; with
+			// thousands of Services writing them takes seconds to
+			// minutes, so ask the client's node itself.
+			if err := r.waitDataplane(ctx, po, p, ip, o.MeasureTimeout); err != nil {
+				return fmt.Errorf("%s: %w", p.Scenario, err)
+			}
+			fmt.Fprintf(o.Log, "%s: ClusterIP %s answers from %s %.1fs after the Service was created (%d other Services)\n",
+				p.Scenario, ip, p.ClientNode, time.Since(svcCreated).Seconds(), o.Services)
 		}
 		fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[p.Scenario])
 	}
@@ -512,7 +586,7 @@ func (r *Runner) ensureNamespace(ctx context.Context, ns, id string, timeout tim
 // deleteRun removes the run's objects; "not found" counts as removed, so it
 // is safe to call twice.
 func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) error {
-	err := deleteLabeled(ctx, r.Client, ns, RunSelector(id))
+	err := deleteLabeled(ctx, r.bulk(), ns, RunSelector(id))
 	if err == nil {
 		// Pods linger while their containers stop; wait, so that the
 		// command returns with the cluster as it found it.
@@ -573,10 +647,30 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 	if svcs, err := cs.CoreV1().Services(ns).List(ctx, lo); err != nil {
 		gone("services", err)
 	} else {
+		// Many at once: a run with --services has thousands.
+		byNS := map[string][]string{}
 		for _, s := range svcs.Items {
-			gone("service "+s.Namespace+"/"+s.Name, cs.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, do))
+			byNS[s.Namespace] = append(byNS[s.Namespace], s.Name)
+		}
+		for n, names := range byNS {
+			api := cs.CoreV1().Services(n)
+			gone("services in "+n, deleteAll(ctx, names, lo,
+				func(ctx context.Context) error { return deleteServiceCollection(ctx, cs, n, lo) },
+				func(ctx context.Context) ([]string, error) {
+					l, err := api.List(ctx, lo)
+					if err != nil {
+						return nil, err
+					}
+					var out []string
+					for _, s := range l.Items {
+						out = append(out, s.Name)
+					}
+					return out, nil
+				},
+				func(ctx context.Context, name string) error { return api.Delete(ctx, name, do) }))
 		}
 	}
+	gone("endpointslices", deleteSlices(ctx, cs, ns, selector))
 	if pods, err := cs.CoreV1().Pods(ns).List(ctx, lo); err != nil {
 		gone("pods", err)
 	} else {

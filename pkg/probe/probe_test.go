@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
@@ -13,12 +14,24 @@ import (
 
 func TestPrivProbe(t *testing.T) {
 	testns.NeedRoot(t)
-	before, _ := netns.List(runid.Prefix)
+	// Only the probe's own namespaces (cnb-<id>-probe) count: other tests
+	// and labs on the host create and remove theirs meanwhile.
+	probes := func() []string {
+		all, _ := netns.List(runid.Prefix)
+		var out []string
+		for _, n := range all {
+			if strings.HasSuffix(n, "-probe") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	before := probes()
 	r, err := Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := netns.List(runid.Prefix); len(after) != len(before) {
+	if after := probes(); len(after) != len(before) {
 		t.Errorf("probe left namespaces: %v (before %v)", after, before)
 	}
 	if len(r.Capabilities) != len(IDs()) || r.Kernel == "" {
@@ -51,5 +64,20 @@ func TestPrivRequire(t *testing.T) {
 	}
 	if err := Require(context.Background(), "", "nosuch"); err == nil || errors.Is(err, ErrNotSupported) {
 		t.Errorf("an unknown capability: %v", err)
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	yes, no := true, false
+	r := &Report{Kernel: "6.18", Capabilities: []Capability{{ID: "vxlan", Supported: &yes, How: "link add"},
+		{ID: "geneve", Supported: &no, How: "link add", Detail: "EOPNOTSUPP"}, {ID: "ipvs", How: "module"}}}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kernel 6.18", "vxlan", "yes", "no", "link add: EOPNOTSUPP", "undecided"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
 	}
 }

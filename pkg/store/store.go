@@ -244,6 +244,28 @@ func (d *DB) FinishRun(id int64, complete bool, status string) error {
 	return nil
 }
 
+// UpdateRunHost replaces a run's host fingerprint and labels: what a run
+// learns about its target after it started (a Kubernetes run probes its
+// nodes once its namespace exists).
+func (d *DB) UpdateRunHost(id int64, host result.Fingerprint, labels map[string]string) error {
+	h, err := json.Marshal(host)
+	if err != nil {
+		return fmt.Errorf("update run %d: %w", id, err)
+	}
+	l, err := json.Marshal(nonNil(labels))
+	if err != nil {
+		return fmt.Errorf("update run %d: %w", id, err)
+	}
+	res, err := d.db.Exec(`UPDATE runs SET host_json=?, labels_json=? WHERE id=?`, string(h), string(l), id)
+	if err != nil {
+		return fmt.Errorf("update run %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("update run %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 const runColumns = `id, name, kind, experiment, baseline, started, finished, complete, status, host_json, labels_json`
 
 // Runs returns every stored run, oldest first, with its arms.

@@ -275,3 +275,24 @@ func TestProfilesRoundTrip(t *testing.T) {
 		t.Error("a second profile for one sample was stored")
 	}
 }
+
+func TestUpdateRunHost(t *testing.T) {
+	d := openTemp(t)
+	id, err := d.CreateRun(&Run{Name: "k", Kind: KindK8s, Host: result.Fingerprint{Hostname: "k8s"}, Labels: map[string]string{"a": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.UpdateRunHost(id, result.Fingerprint{Hostname: "k8s [flannel vxlan]"}, map[string]string{"k8s.cni": "flannel"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.GetRun("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Host.Hostname != "k8s [flannel vxlan]" || r.Labels["k8s.cni"] != "flannel" || r.Labels["a"] != "" {
+		t.Errorf("after update: host %+v labels %v", r.Host, r.Labels)
+	}
+	if err := d.UpdateRunHost(id+1, result.Fingerprint{}, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown run: %v", err)
+	}
+}
