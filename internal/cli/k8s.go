@@ -85,6 +85,8 @@ func newK8sRunCmd() *cobra.Command {
 		cf                     k8sConnFlags
 		scenarios, tests, msgs string
 		clientNode, serverNode string
+		nodeSelector           string
+		tolerateTaints         bool
 		duration, warmup       time.Duration
 		readyTimeout           time.Duration
 		parallel, repeats      int
@@ -153,6 +155,7 @@ failure and Ctrl-C.`,
 			o := k8s.Options{
 				Namespace: cf.namespace, Image: img, PullPolicy: pp,
 				Scenarios: sc, ClientNode: clientNode, ServerNode: serverNode, Repeats: repeats,
+				NodeSelector: nodeSelector, TolerateTaints: tolerateTaints,
 				Client: k8s.ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(msgs), ","),
 					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName,
 					Profile: profiled},
@@ -231,6 +234,8 @@ failure and Ctrl-C.`,
 	f.StringVar(&scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
+	f.StringVar(&nodeSelector, "node-selector", "", "use only nodes matching this label selector, e.g. pool=perf")
+	f.BoolVar(&tolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
 	f.StringVar(&tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
 	f.StringVar(&msgs, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
 	f.DurationVar(&duration, "duration", 5*time.Second, "measured time per test and size")

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,6 +31,11 @@ type Options struct {
 
 	Scenarios              []string
 	ClientNode, ServerNode string
+	// NodeSelector, a label selector ("" = every node), limits the nodes
+	// the run may use.
+	NodeSelector string
+	// TolerateTaints lets the engine pods onto tainted nodes.
+	TolerateTaints bool
 	Client                 ClientArgs
 	Repeats                int
 
@@ -77,7 +83,7 @@ func (o *Options) defaults() {
 
 func (o Options) podOptions(id string) PodOptions {
 	return PodOptions{RunID: id, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: o.Port,
-		TokenSecret: TokenSecretName(id)}
+		TokenSecret: TokenSecretName(id), TolerateTaints: o.TolerateTaints}
 }
 
 // Runner drives runs against one cluster.
@@ -128,7 +134,13 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := PlanScenarios(o.Scenarios, NodeStates(nodes), o.ClientNode, o.ServerNode)
+	var sel labels.Selector
+	if o.NodeSelector != "" {
+		if sel, err = labels.Parse(o.NodeSelector); err != nil {
+			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, NodeStatesFor(nodes, sel, o.TolerateTaints), o.ClientNode, o.ServerNode)
 	if err != nil {
 		return nil, err
 	}
