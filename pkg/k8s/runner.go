@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -36,8 +36,8 @@ type Options struct {
 	NodeSelector string
 	// TolerateTaints lets the engine pods onto tainted nodes.
 	TolerateTaints bool
-	Client                 ClientArgs
-	Repeats                int
+	Client         ClientArgs
+	Repeats        int
 
 	// ReadyTimeout bounds the wait for a server pod to become Ready and for
 	// a client pod to start.
