@@ -17,6 +17,7 @@ BIN=${CNIBENCH_BIN:-bin/cnibench}
 RUNS=${RUNS:-3}
 PRECISION=${PRECISION:-0.05}
 OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-answer.XXXXXX)}
+mkdir -p "$OUT"
 DB=$OUT/answer.db
 [ "$(id -u)" = 0 ] || { echo "bench-answer: needs root (it builds labs)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-answer: $BIN missing; run make build" >&2; exit 1; }

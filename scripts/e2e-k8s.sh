@@ -93,6 +93,18 @@ else
   fail "cnibench report is not in this binary"
 fi
 
+step "k8s run --profile: client pods sample their node; profiles stored; stages reported"
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-same-node,pod-cross-node --test tcp_lat --msg-size 1 \
+  --duration 1s --warmup 300ms --repeats 2 --profile --json >"$TMP/prof.json" 2>"$TMP/prof.log" \
+  || fail "profiled run: $(tail -1 "$TMP/prof.log")"
+jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/prof.json" >/dev/null || fail "a profiled client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/prof.json")"
+PNAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/prof.json")
+np=$(sqlite3 "$CNIBENCH_DB" "SELECT COUNT(*) FROM profiles p JOIN runs r ON r.id=p.run_id WHERE r.name='$PNAME' AND p.samples > 0 AND p.folded LIKE '%cnibench;%'")
+[ "$np" = 4 ] || fail "want 4 stored window profiles of $PNAME, got $np"
+"$BIN" report "$PNAME" | tee "$TMP/prof-report.txt" | grep -A2 "CPU by datapath stage"
+grep -q "pod-cross-node tcp_lat 1B: .* CPU-µs per transaction" "$TMP/prof-report.txt" || fail "no stage costs in the report"
+"$BIN" explain "$PNAME" pod-same-node pod-cross-node | head -3
+
 step "node choice: --client-node/--server-node are honoured"
 "$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node --client-node k8slab-n2 --server-node k8slab-n1 \
   --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms --json >"$TMP/swap.json" 2>"$TMP/swap.log" \

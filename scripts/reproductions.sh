@@ -13,7 +13,7 @@ OUT=${OUT:-docs/reproductions.md}
 [ -x "$BIN" ] || { echo "reproductions: $BIN not built: run make build" >&2; exit 1; }
 
 exps=("$@")
-[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host fastpath kube-proxy-modes network-policy-cost cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace crosscheck default)
+[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host fastpath kube-proxy-modes network-policy-cost cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace pmd-sleep crosscheck default)
 
 intro() {
   case "$1" in
@@ -82,8 +82,17 @@ T
   ;;
   kernel-vs-userspace) cat <<'T'
 **Source:** seed 003 (Red Hat, "DPDK datapaths in OVN-K8s"): kernel vs userspace datapath
-throughput and where the CPU goes. Here: veth and Linux bridge vs OVS netdev on the same host,
-throughput and CPU-seconds per GB. (No DPDK or VDUSE on this host; see docs/lab.md.)
+throughput and where the CPU goes. Here: veth and Linux bridge vs OVS netdev and OVS-DPDK
+(Debian's openvswitch-switch-dpdk, af_packet PMD ports) on the same host: latency, throughput
+and the CPU each costs — the engine's and, for OVS-DPDK, ovs-vswitchd's with its PMD
+("datapath CPU"). (No VDUSE on this host; see docs/lab.md.)
+T
+  ;;
+  pmd-sleep) cat <<'T'
+**Source:** seed 003 (Red Hat, "DPDK datapaths in OVN-K8s"): "increased CPU utilization due to
+PMDs, which load-based sleeping lessens at the cost of wake-up latency". Here: one OVS-DPDK lab
+with `pmd-maxsleep` 0, 50, 200 and 500 µs (knob `pmd_sleep`); tcp_lat and udp_lat at 1 byte
+with ovs-vswitchd's CPU (PMD included) over each measured window beside them.
 T
   ;;
   crosscheck) cat <<'T'

@@ -4,25 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
-	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
-	"github.com/cnibench/cnibench/pkg/units"
 )
 
 func newK8sCmd() *cobra.Command {
@@ -83,16 +78,13 @@ func (f *k8sConnFlags) connect() (*k8s.Conn, error) {
 func newK8sRunCmd() *cobra.Command {
 	var (
 		cf                     k8sConnFlags
-		scenarios, tests, msgs string
+		rf                     k8s.RunFlags
 		clientNode, serverNode string
 		nodeSelector           string
 		tolerateTaints         bool
-		duration, warmup       time.Duration
 		readyTimeout           time.Duration
-		parallel, repeats      int
-		services               int
-		engineName, dbPath     string
-		asJSON, keep, profiled bool
+		dbPath                 string
+		asJSON, keep           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -111,38 +103,9 @@ capabilities and run as nobody. Everything is deleted at the end, also on
 failure and Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sc, err := k8s.ParseScenarios(scenarios)
+			o, sizes, err := rf.Options()
 			if err != nil {
-				return UsageError{fmt.Errorf("--scenarios: %w", err)}
-			}
-			ts := splitList(tests)
-			for _, t := range ts {
-				if !result.ValidTest(t) {
-					return UsageError{fmt.Errorf("--test %q: choose from %s", t, strings.Join(result.Tests, ", "))}
-				}
-			}
-			sizes, err := units.ParseSizes(msgs)
-			if err != nil {
-				return UsageError{fmt.Errorf("--msg-size: %w", err)}
-			}
-			for _, t := range ts {
-				for _, z := range sizes {
-					if err := limits.CheckSize(t, z); err != nil {
-						return UsageError{fmt.Errorf("--msg-size for %s: %w (one client pod runs every test at every size: drop the test or the size)", t, err)}
-					}
-				}
-			}
-			if parallel < 1 || parallel > engine.MaxParallel {
-				return UsageError{fmt.Errorf("--parallel %d: must be 1-%d", parallel, engine.MaxParallel)}
-			}
-			if repeats < 1 {
-				return UsageError{errors.New("--repeats must be at least 1")}
-			}
-			if services < 0 || services > k8s.MaxServices {
-				return UsageError{fmt.Errorf("--services %d: must be 0-%d", services, k8s.MaxServices)}
-			}
-			if duration <= 0 || warmup < 0 {
-				return UsageError{errors.New("--duration must be positive and --warmup not negative")}
+				return UsageError{err}
 			}
 			img, pp, err := cf.resolveImage()
 			if err != nil {
@@ -152,27 +115,14 @@ failure and Ctrl-C.`,
 			if err != nil {
 				return err
 			}
-			o := k8s.Options{
-				Namespace: cf.namespace, Image: img, PullPolicy: pp,
-				Scenarios: sc, ClientNode: clientNode, ServerNode: serverNode, Repeats: repeats,
-				NodeSelector: nodeSelector, TolerateTaints: tolerateTaints,
-				Client: k8s.ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(msgs), ","),
-					Duration: duration.String(), Warmup: warmup.String(), Parallel: parallel, Engine: engineName,
-					Profile: profiled},
-				ReadyTimeout:   readyTimeout,
-				MeasureTimeout: measureBudget(len(ts), len(sizes), duration, warmup),
-				Keep:           keep,
-				Log:            cmd.ErrOrStderr(),
-				Services:       services,
-			}
+			o.Namespace, o.Image, o.PullPolicy = cf.namespace, img, pp
+			o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = clientNode, serverNode, readyTimeout, keep, cmd.ErrOrStderr()
+			o.NodeSelector, o.TolerateTaints = nodeSelector, tolerateTaints
 			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
-			if err != nil {
-				var fe *k8s.FlagError
-				var se *k8s.ServicesError
-				if errors.As(err, &fe) || errors.As(err, &se) {
-					return UsageError{err}
-				}
+			if k8s.IsFlagError(err) {
+				return UsageError{err}
+			} else if err != nil {
 				return err
 			}
 			plan.Cluster.Context, plan.Cluster.Server = conn.Context, conn.Server
@@ -181,81 +131,46 @@ failure and Ctrl-C.`,
 				return err
 			}
 			defer db.Close()
-			run := k8s.StoreRun(plan, o, Version, k8sExperimentText(cmd))
-			runID, err := db.CreateRun(run)
-			if err != nil {
-				return err
-			}
-			o.OnProbed = func(*k8s.Cluster) error {
-				r := k8s.StoreRun(plan, o, Version, "")
-				return db.UpdateRunHost(runID, r.Host, r.Labels)
-			}
-			var samples []k8s.Sample
-			seq, stored := 0, 0
-			runErr := r.Execute(cmd.Context(), plan, o, func(s k8s.Sample) error {
-				samples = append(samples, s)
-				made := k8s.StoreSamples(runID, s, ts, sizes, engineName, &seq)
-				for _, ss := range made {
-					if err := db.AddSample(ss); err != nil {
-						return err
-					}
-					stored++
-				}
-				for _, p := range k8s.StoreProfiles(runID, s, made) {
-					if err := db.AddProfile(p); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			status := "ok"
-			if runErr != nil {
-				status = runErr.Error()
-			}
-			if err := db.FinishRun(runID, runErr == nil, status); err != nil && runErr == nil {
-				runErr = err
+			rec, runErr := r.Record(cmd.Context(), plan, o, sizes, store.Recorder{DB: db}, Version, k8sExperimentText(cmd))
+			if rec.RunID == 0 {
+				return runErr
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "stored %d sample(s) as run %d (%s) in %s; show it with: cnibench report %s\n",
-				stored, runID, run.Name, db.Path(), run.Name)
+				rec.Stored, rec.RunID, rec.Name, db.Path(), rec.Name)
 			if asJSON {
-				if err := writeK8sJSON(cmd.OutOrStdout(), plan, samples); err != nil {
+				if err := k8s.WriteRunJSON(cmd.OutOrStdout(), plan, rec.Samples); err != nil {
 					return err
 				}
-			} else if stored > 0 {
-				if err := renderStoredRun(cmd.OutOrStdout(), db, runID, plan); err != nil {
+			} else if rec.Stored > 0 {
+				if err := report.RenderStored(cmd.OutOrStdout(), report.FormatTable, db, fmt.Sprint(rec.RunID)); err != nil {
 					return errors.Join(runErr, err)
 				}
+				k8s.WriteSkipped(cmd.OutOrStdout(), plan)
 			}
 			return runErr
 		},
 	}
 	cf.add(cmd, true)
 	f := cmd.Flags()
-	f.StringVar(&scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
+	f.StringVar(&rf.Scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
 	f.StringVar(&nodeSelector, "node-selector", "", "use only nodes matching this label selector, e.g. pool=perf")
 	f.BoolVar(&tolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
-	f.StringVar(&tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
-	f.StringVar(&msgs, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
-	f.DurationVar(&duration, "duration", 5*time.Second, "measured time per test and size")
-	f.DurationVar(&warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
-	f.IntVar(&parallel, "parallel", 1, "parallel streams/connections")
-	f.StringVar(&engineName, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
-	f.BoolVar(&profiled, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
+	f.StringVar(&rf.Tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
+	f.StringVar(&rf.MsgSizes, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
+	f.DurationVar(&rf.Duration, "duration", 5*time.Second, "measured time per test and size")
+	f.DurationVar(&rf.Warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
+	f.IntVar(&rf.Parallel, "parallel", 1, "parallel streams/connections")
+	f.StringVar(&rf.Engine, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.BoolVar(&rf.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
-	f.IntVar(&repeats, "repeats", 1, "repeats of every scenario, interleaved")
-	f.IntVar(&services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
+	f.IntVar(&rf.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
+	f.IntVar(&rf.Services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
 	f.DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
 	f.BoolVar(&asJSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
 	f.BoolVar(&keep, "keep", false, "leave the run's pods and namespace for debugging (remove with `cnibench k8s clean`)")
 	return cmd
-}
-
-// measureBudget bounds one client pod: every test and size back to back,
-// plus generous slack for pod start, connection setup and a slow node.
-func measureBudget(tests, sizes int, d, w time.Duration) time.Duration {
-	return time.Duration(tests*sizes)*(d+w)*2 + 2*time.Minute
 }
 
 // k8sExperimentText is what the store keeps as a k8s run's "experiment":
@@ -270,51 +185,6 @@ func k8sExperimentText(cmd *cobra.Command) string {
 		fmt.Fprintf(&b, "%s: %q\n", f.Name, f.Value.String())
 	})
 	return b.String()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func writeK8sJSON(w io.Writer, plan *k8s.Plan, samples []k8s.Sample) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if samples == nil {
-		samples = []k8s.Sample{}
-	}
-	return enc.Encode(struct {
-		Schema  string       `json:"schema"`
-		Plan    *k8s.Plan    `json:"plan"`
-		Samples []k8s.Sample `json:"samples"`
-	}{"cnibench.k8s-run/v1", plan, samples})
-}
-
-// renderStoredRun prints the run's report from the store, the same table
-// `cnibench report <run>` shows, plus the scenarios that were skipped.
-func renderStoredRun(w io.Writer, db *store.DB, runID int64, plan *k8s.Plan) error {
-	run, err := db.GetRun(fmt.Sprint(runID))
-	if err != nil {
-		return err
-	}
-	samples, err := db.Samples(runID)
-	if err != nil {
-		return err
-	}
-	if err := report.Render(w, "table", run, samples); err != nil {
-		return err
-	}
-	for _, p := range plan.Placements {
-		if p.Skip != "" {
-			fmt.Fprintf(w, "%s: skipped: %s\n", p.Scenario, p.Skip)
-		}
-	}
-	return nil
 }
 
 func newK8sAuditCmd() *cobra.Command {
@@ -356,9 +226,7 @@ per node; then deletes the DaemonSet.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(audits)
+				return report.WriteJSON(cmd.OutOrStdout(), audits)
 			}
 			return k8s.WriteAuditTable(cmd.OutOrStdout(), audits)
 		},
@@ -426,35 +294,15 @@ func newK8sInfoCmd() *cobra.Command {
 				return err
 			}
 			c.Context, c.Server = conn.Context, conn.Server
-			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(c)
+				return report.WriteJSON(cmd.OutOrStdout(), c)
 			}
-			fmt.Fprintf(w, "context %s (%s)\n%s\n", dashIfEmpty(c.Context), c.Server, c.Summary())
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tIP\tKERNEL\tOS\tRUNTIME\tUSABLE")
-			for _, n := range c.Nodes {
-				u := "yes"
-				if n.Unusable != "" {
-					u = "no: " + n.Unusable
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.InternalIP, n.Kernel, n.OSImage, n.Runtime, u)
-			}
-			return tw.Flush()
+			return c.WriteNodes(cmd.OutOrStdout())
 		},
 	}
 	cf.add(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return cmd
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // newK8sPauseCmd is the main container of the audit DaemonSet's pods: it

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/disturb"
 	"github.com/cnibench/cnibench/pkg/experiment"
-	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 	"github.com/cnibench/cnibench/pkg/tune"
@@ -106,7 +105,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	res, err := verify.Run(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
+	res, err := verify.Verify(ctx, verify.Options{Experiment: e, Profile: p, Knobs: ks, Host: host, Keep: o.keep,
 		JournalDir: o.journalDir, DB: db, Fingerprint: sysinfo.Host.Fingerprint(Version),
 		Out: stdout, Progress: stderr, IsTerminal: tty, Disturb: disturb.New(sysinfo.Host),
 		OnApply: func(w io.Writer, rep *tune.ApplyReport) { tune.WriteApply(w, rep, false) }})
@@ -114,16 +113,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	if err != nil && !errors.As(err, &failed) {
 		return err
 	}
-	runA, sA, rerr := db.Load(fmt.Sprint(res.Before))
-	if rerr != nil {
-		return rerr
-	}
-	runB, sB, rerr := db.Load(fmt.Sprint(res.After))
-	if rerr != nil {
-		return rerr
-	}
-	fmt.Fprintf(stdout, "\nA = before, B = after applying the %s profile (%s scope)\n", p, o.scope)
-	if cerr := report.Compare(stdout, runA, sA, runB, sB); cerr != nil {
+	if cerr := res.WriteComparison(stdout, db, p, o.scope); cerr != nil {
 		return cerr
 	}
 	return err

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/profile"
+
 	// The engines an experiment may name register themselves here, so that
 	// Check and Measure find every one of them.
 	_ "github.com/cnibench/cnibench/pkg/driver/builtin"
@@ -18,7 +18,6 @@ import (
 	_ "github.com/cnibench/cnibench/pkg/driver/sockperf"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
-	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -82,11 +81,21 @@ func (Drivers) Measure(ctx context.Context, req MeasureRequest) (*result.Result,
 	return driver.Measure(ctx, d, req.Spec, req.ServerNetns, req.ClientNetns)
 }
 
-// StoreSink writes the run into the results database as it happens.
+// StoreSink turns the experiment's run and steps into store records and
+// hands them to a store.Sink (a store.Recorder on DB unless Store is set):
+// the one path every runner's samples take into the results database.
 type StoreSink struct {
-	DB   *store.DB
-	Kind string // "lab" unless set
-	Host result.Fingerprint
+	DB    *store.DB
+	Store store.Sink // nil: store.Recorder{DB: DB}
+	Kind  string     // "lab" unless set
+	Host  result.Fingerprint
+}
+
+func (s StoreSink) sink() store.Sink {
+	if s.Store != nil {
+		return s.Store
+	}
+	return store.Recorder{DB: s.DB}
 }
 
 // Begin creates the run row with the experiment text and its arms.
@@ -120,27 +129,19 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 		}
 		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Description: a.Description, Topology: topo, Engine: a.Engine, Knobs: a.Knobs})
 	}
-	id, err := s.DB.CreateRun(run)
-	if errors.Is(err, store.ErrRunExists) {
-		// Two runs of one experiment started within the same second.
-		run.Name += "-" + runid.New()
-		id, err = s.DB.CreateRun(run)
-	}
-	return id, err
+	return s.sink().Begin(run)
 }
 
-// Sample stores one step.
+// Sample stores one step, with its profile when it was profiled.
 func (s StoreSink) Sample(runID int64, x Sample) error {
-	if err := s.DB.AddSample(&store.Sample{
+	ss := &store.Sample{
 		RunID: runID, Seq: x.Step.Seq, Arm: x.Arm.Name, Engine: x.Arm.Engine, Test: x.Step.Test,
 		MsgSize: x.Step.MsgSize, Repeat: x.Step.Repeat, Result: x.Result, Error: x.Error,
-	}); err != nil {
-		return err
 	}
 	if x.Profile == nil && x.ProfileMissing == "" {
-		return nil // not profiled
+		return s.sink().Add(ss, nil) // not profiled
 	}
-	sp := &store.Profile{RunID: runID, Seq: x.Step.Seq, Missing: x.ProfileMissing}
+	sp := &store.Profile{Missing: x.ProfileMissing}
 	if p := x.Profile; p != nil {
 		var b strings.Builder
 		if err := profile.WriteFolded(&b, p.Stacks); err != nil {
@@ -149,10 +150,10 @@ func (s StoreSink) Sample(runID int64, x Sample) error {
 		sp.Event, sp.Frequency, sp.CPUs, sp.WindowNs = string(p.Event), p.Frequency, p.CPUs, p.WindowNs
 		sp.Samples, sp.Lost, sp.PeriodSum, sp.Folded = p.Samples, p.Lost, p.PeriodSum, b.String()
 	}
-	return s.DB.AddProfile(sp)
+	return s.sink().Add(ss, sp)
 }
 
 // End marks the run complete or not.
 func (s StoreSink) End(runID int64, complete bool, status string) error {
-	return s.DB.FinishRun(runID, complete, status)
+	return s.sink().End(runID, complete, status)
 }

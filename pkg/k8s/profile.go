@@ -14,7 +14,8 @@ import (
 // ambient capabilities, and execve by another uid clears them), so this
 // container runs as root — with every other capability dropped, no
 // privilege escalation, a read-only root filesystem and the runtime's
-// seccomp profile, as without --profile.
+// seccomp profile, as without --profile. ClientPod also gives the pod the
+// node's PID namespace, so samples name the processes they came from.
 func profileSecurity() *corev1.SecurityContext {
 	sc := engineSecurity()
 	sc.RunAsNonRoot = ptr(false)

@@ -28,6 +28,9 @@ func TestProfileSecurityOnlyWithProfile(t *testing.T) {
 		*sc.RunAsUser != 0 || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || sc.Privileged != nil {
 		t.Errorf("profiled client: %+v", sc)
 	}
+	if !prof.Spec.HostPID || plain.Spec.HostPID {
+		t.Errorf("hostPID: profiled %v, plain %v", prof.Spec.HostPID, plain.Spec.HostPID)
+	}
 	if !slices.Contains(prof.Spec.Containers[0].Args, "--profile") || slices.Contains(plain.Spec.Containers[0].Args, "--profile") {
 		t.Errorf("args: %v / %v", prof.Spec.Containers[0].Args, plain.Spec.Containers[0].Args)
 	}

@@ -206,6 +206,10 @@ func ClientPod(o PodOptions, p Placement, repeat int, target string, args Client
 	pod.Spec.ActiveDeadlineSeconds = ptr(deadline)
 	if args.Profile {
 		pod.Spec.Containers[0].SecurityContext = profileSecurity()
+		// Samples carry pids; in its own PID namespace the client would see
+		// every other process — the server pod on the same node included —
+		// as pid 0 and could not tell the measurement from the rest.
+		pod.Spec.HostPID = true
 	}
 	return pod
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
@@ -13,12 +14,24 @@ import (
 
 func TestPrivProbe(t *testing.T) {
 	testns.NeedRoot(t)
-	before, _ := netns.List(runid.Prefix)
+	// Only the probe's own namespaces (cnb-<id>-probe) count: other tests
+	// and labs on the host create and remove theirs meanwhile.
+	probes := func() []string {
+		all, _ := netns.List(runid.Prefix)
+		var out []string
+		for _, n := range all {
+			if strings.HasSuffix(n, "-probe") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	before := probes()
 	r, err := Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := netns.List(runid.Prefix); len(after) != len(before) {
+	if after := probes(); len(after) != len(before) {
 		t.Errorf("probe left namespaces: %v (before %v)", after, before)
 	}
 	if len(r.Capabilities) != len(IDs()) || r.Kernel == "" {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -58,10 +59,10 @@ type Result struct {
 	Changes int
 }
 
-// Run verifies o.Profile on o.Experiment. A run whose steps failed (an arm
+// Verify verifies o.Profile on o.Experiment. A run whose steps failed (an arm
 // this kernel cannot build) does not stop it: both runs are measured and
 // stored, and the StepsFailedError is returned with the Result.
-func Run(ctx context.Context, o Options) (*Result, error) {
+func Verify(ctx context.Context, o Options) (*Result, error) {
 	if o.Env == nil {
 		o.Env = tune.DefaultEnv()
 	}
@@ -257,4 +258,20 @@ func (t *tunedLabs) Up(ctx context.Context, topology, dir string, knobs map[stri
 		return nil, fmt.Errorf("tune lab %s: %w", l.Name(), err)
 	}
 	return l, nil
+}
+
+// WriteComparison prints the after run against the before run with
+// significance verdicts (report.Compare), under a line naming the profile
+// and scope.
+func (r *Result) WriteComparison(w io.Writer, db *store.DB, p tune.Profile, scope string) error {
+	before, sb, err := db.Load(fmt.Sprint(r.Before))
+	if err != nil {
+		return err
+	}
+	after, sa, err := db.Load(fmt.Sprint(r.After))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nA = before, B = after applying the %s profile (%s scope)\n", p, scope)
+	return report.Compare(w, before, sb, after, sa)
 }

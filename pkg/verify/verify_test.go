@@ -61,7 +61,7 @@ func setup(t *testing.T, m experiment.Measurer) (Options, *store.DB) {
 // namespaces, and the run says so.
 func TestRunStoresBeforeAndAfter(t *testing.T) {
 	o, db := setup(t, fakeMeasurer{})
-	res, err := Run(context.Background(), o)
+	res, err := Verify(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +74,18 @@ func TestRunStoresBeforeAndAfter(t *testing.T) {
 	if res.Changes != 0 || !strings.Contains(o.Out.(*bytes.Buffer).String(), "no per-namespace knob differed") {
 		t.Errorf("changes %d, output:\n%s", res.Changes, o.Out)
 	}
+	var cmp bytes.Buffer
+	if err := res.WriteComparison(&cmp, db, tune.Throughput, "lab"); err != nil ||
+		!strings.Contains(cmp.String(), "A = before, B = after applying the throughput profile (lab scope)") {
+		t.Errorf("comparison: %v\n%s", err, cmp.String())
+	}
 }
 
 // An arm that cannot run fails its steps in both runs; verify still stores
 // both and reports the failure at the end.
 func TestRunGoesOnWhenStepsFail(t *testing.T) {
 	o, db := setup(t, fakeMeasurer{failServer: "10.0.0.1"})
-	res, err := Run(context.Background(), o)
+	res, err := Verify(context.Background(), o)
 	var sf *experiment.StepsFailedError
 	if !errors.As(err, &sf) || res == nil || res.Before == 0 || res.After == 0 {
 		t.Fatalf("res %+v, err %v", res, err)
