@@ -160,45 +160,13 @@ func tuneStatusCmd() *cobra.Command {
 			"and run id, the setting, where (host or namespace), and its old and new values.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js, err := tune.Journals(dir)
-			if err != nil {
-				return fmt.Errorf("read journals in %s: %w", dir, err)
-			}
-			labJs, lerr := lab.Journals()
-			w := cmd.OutOrStdout()
-			if asJSON {
-				var shown []tune.JournalInfo
-				for _, j := range js {
-					if all || !j.RolledBack {
-						shown = append(shown, j)
-					}
-				}
-				if err := report.WriteJSON(w, struct {
-					Journals []tune.JournalInfo  `json:"journals"`
-					Labs     []lab.JournalStatus `json:"labs"`
-				}{orEmpty(shown), orEmpty(labJs)}); err != nil {
-					return err
-				}
-				return lerr
-			}
-			if tune.WriteJournals(w, js, all) == 0 {
-				fmt.Fprintf(w, "no applied journals in %s: nothing to roll back\n", dir)
-			}
-			lab.WriteStatus(w, labJs)
-			return lerr
+			return lab.Status(cmd.OutOrStdout(), dir, all, asJSON)
 		},
 	}
 	c.Flags().StringVar(&dir, "journal-dir", tune.DefaultJournalDir, "where journals are kept")
 	c.Flags().BoolVar(&all, "all", false, "also list journals already rolled back")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the journals and the labs' held changes as JSON")
 	return c
-}
-
-func orEmpty[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 func tuneRollbackCmd() *cobra.Command {
