@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -37,16 +37,6 @@ func parseProfiles(s string) ([]tune.Profile, error) {
 	return []tune.Profile{p}, nil
 }
 
-func splitIDs(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 func tuneAuditCmd() *cobra.Command {
 	var profile, root, only, scope string
 	var asJSON bool
@@ -59,7 +49,7 @@ func tuneAuditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ks, err := tune.Select(splitIDs(only))
+			ks, err := tune.Select(units.SplitList(only))
 			if err != nil {
 				return UsageError{err}
 			}
@@ -97,7 +87,7 @@ func tuneApplyCmd() *cobra.Command {
 			if err != nil {
 				return UsageError{err}
 			}
-			ks, err := tune.Select(splitIDs(only))
+			ks, err := tune.Select(units.SplitList(only))
 			if err != nil {
 				return UsageError{err}
 			}
