@@ -37,6 +37,8 @@ const (
 var Measured = map[string]bool{
 	"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true, "netperf": true, "netserver": true,
 	"ovs-vswitchd": true, "ovsdb-server": true, "cnb-spin": true,
+	// The ovs-dpdk lab's switch: ovs-vswitchd-dpdk, cut to comm's 15 bytes.
+	"ovs-vswitchd-dp": true,
 }
 
 // Meter takes the stamps. Its zero value is not useful: use New.

@@ -46,7 +46,8 @@ func Classify(stack string) Stage {
 // engines and reference tools, Open vSwitch, and (measuredPrefixes) the
 // kernel's own threads: idle, softirq, workqueues.
 var measuredComms = map[string]bool{"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true,
-	"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true}
+	"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true,
+	"ovs-vswitchd-dp": true} // ovs-vswitchd-dpdk (ovs-dpdk lab), cut to comm's 15 bytes
 
 var measuredPrefixes = []string{"swapper/", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"}
 
