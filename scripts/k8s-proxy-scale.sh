@@ -44,7 +44,11 @@ trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 locked() { if [ -n "${CNB_LOCK:-}" ]; then flock -x "$CNB_LOCK" "$@"; else "$@"; fi; }
 
 "$K8SLAB" build >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; fail "k8slab build"; }
-"$BIN" image build -o "$OUT/cnibench-image.tar" >/dev/null
+# A private copy: rebuilding bin/cnibench during the runs must not change
+# the binary or the image reference under them.
+cp "$BIN" "$OUT/cnibench"; BIN=$OUT/cnibench
+REF=$("$BIN" image build -o "$OUT/cnibench-image.tar" | sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p')
+[ -n "$REF" ] || fail "image build printed no reference"
 for MODE in $MODES; do
   step "$MODE: k8slab down; KUBE_PROXY_MODE=$MODE CNI=$CNI k8slab up"
   "$K8SLAB" down >"$OUT/down-$MODE.log" 2>&1 || fail "k8slab down"
@@ -53,7 +57,7 @@ for MODE in $MODES; do
   "$K8SLAB" import "$OUT/cnibench-image.tar" >/dev/null
   for N in $COUNTS; do
     step "$MODE: --services $N (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-    locked "$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node,service --services "$N" \
+    locked "$BIN" k8s run --image "$REF" --image-pull-policy Never --scenarios pod-cross-node,service --services "$N" \
       --test tcp_crr,tcp_lat --msg-size 1 --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" \
       --json >"$OUT/run-$MODE-$N.json" 2>"$OUT/run-$MODE-$N.log" || { tail -3 "$OUT/run-$MODE-$N.log"; fail "$MODE N=$N"; }
     grep -E "filler services: [0-9]+ Services|ClusterIP .* answers" "$OUT/run-$MODE-$N.log" || true

@@ -59,7 +59,9 @@ fi
 if [ "${LAB_ONLY:-}" = 1 ]; then step "lab run $LAB stored in $OUT"; trap - EXIT; exit 0; fi
 
 "$K8SLAB" build flannel >"$OUT/build.log" 2>&1 || fail "k8slab build flannel"
-"$BIN" image build -o "$OUT/cnibench-image.tar" >/dev/null
+cp "$BIN" "$OUT/cnibench"; BIN=$OUT/cnibench
+REF=$("$BIN" image build -o "$OUT/cnibench-image.tar" | sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p')
+[ -n "$REF" ] || fail "image build printed no reference"
 K=()
 for CNI in flannel-host-gw flannel-vxlan; do
   step "$CNI: k8slab down; CNI=$CNI k8slab up"
@@ -68,7 +70,7 @@ for CNI in flannel-host-gw flannel-vxlan; do
   eval "$("$K8SLAB" env)"
   "$K8SLAB" import "$OUT/cnibench-image.tar" >/dev/null
   step "$CNI: pod-cross-node, $REPEATS repeats (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  locked "$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node --test tcp_lat,tcp_bw --msg-size "$SIZES" \
+  locked "$BIN" k8s run --image "$REF" --image-pull-policy Never --scenarios pod-cross-node --test tcp_lat,tcp_bw --msg-size "$SIZES" \
     --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" --json >"$OUT/run-$CNI.json" 2>"$OUT/run-$CNI.log" \
     || { tail -3 "$OUT/run-$CNI.log"; fail "k8s run $CNI"; }
   K+=("$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$OUT/run-$CNI.json")")
