@@ -3,11 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cnibench/cnibench/pkg/atomicfile"
 	"github.com/cnibench/cnibench/pkg/image"
 )
 
@@ -56,7 +57,11 @@ which is also the default --image of 'cnibench k8s run'.`,
 			if err := image.CheckStatic(binary); err != nil {
 				return fmt.Errorf("image build: %w", err)
 			}
-			info, err := writeImageFile(out, image.Options{Binary: binary, Ref: ref})
+			var info *image.Info
+			err := atomicfile.Write(out, 0o644, func(w io.Writer) (err error) {
+				info, err = image.Write(w, image.Options{Binary: binary, Ref: ref})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("image build: %w", err)
 			}
@@ -69,35 +74,4 @@ which is also the default --image of 'cnibench k8s run'.`,
 	cmd.Flags().StringVar(&ref, "ref", "", "image reference NAME:TAG (default "+image.DefaultRepository+":<version>-<sha>)")
 	cmd.Flags().StringVar(&binary, "binary", "", "static cnibench binary to package (default: this one)")
 	return cmd
-}
-
-// writeImageFile writes through a temporary file in the target directory and
-// renames it into place, so a failed build never leaves a half archive.
-func writeImageFile(path string, o image.Options) (*image.Info, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), ".cnibench-image-*")
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	info, err := image.Write(f, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return nil, err
-	}
-	ok = true
-	return info, nil
 }

@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"text/tabwriter"
-
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/spf13/cobra"
 )
 
@@ -26,26 +23,10 @@ removed at once; nothing on the host changes. Needs root for those checks.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				return report.WriteJSON(cmd.OutOrStdout(), r)
 			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "kernel %s, probed in %v\n", r.Kernel, r.Took.Round(1e6))
-			for _, c := range r.Capabilities {
-				state := "undecided"
-				if c.Supported != nil {
-					state = map[bool]string{true: "yes", false: "no"}[*c.Supported]
-				}
-				detail := c.How
-				if c.Detail != "" {
-					detail += ": " + c.Detail
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.ID, state, detail)
-			}
-			return tw.Flush()
+			return r.WriteText(cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,36 +52,7 @@ func newRunsCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := cmd.OutOrStdout()
-			if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
-				if asJSON {
-					_, err := io.WriteString(out, "[]\n")
-					return err
-				}
-				_, err := fmt.Fprintf(out, "no runs stored in %s yet; run an experiment with `cnibench run experiments/default.yaml`\n", dbPath)
-				return err
-			}
-			db, err := store.Open(dbPath)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			runs, err := db.Runs()
-			if err != nil {
-				return err
-			}
-			counts, err := db.SampleCounts()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return report.WriteRunsJSON(out, runs, counts)
-			}
-			if len(runs) == 0 {
-				_, err := fmt.Fprintf(out, "no runs stored in %s yet; run an experiment with `cnibench run experiments/default.yaml`\n", dbPath)
-				return err
-			}
-			return report.WriteRunsTable(out, runs, counts)
+			return report.ListRuns(cmd.OutOrStdout(), dbPath, asJSON)
 		},
 	}
 	addDBFlag(cmd, &dbPath)
@@ -173,48 +143,16 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 			if err != nil {
 				return usage(err)
 			}
-			ra, sa, rb, sb := a.Run, a.Samples, b.Run, b.Samples
 			if gate != nil {
-				gate.AddMetrics(ra)
-				gate.AddMetrics(rb)
+				gate.AddMetrics(a.Run)
+				gate.AddMetrics(b.Run)
 			}
 			if err := report.WriteFile(cmd.OutOrStdout(), outPath, func(w io.Writer) error {
-				if err := report.CompareFormat(w, format, ra, sa, rb, sb); err != nil {
-					return err
-				}
-				if format != report.FormatTable && format != report.FormatMarkdown {
-					return nil // JSON stays one document; `explain --json` has the figures
-				}
-				sta, err := stages.ForRun(a.DB, ra, sa)
-				if err != nil {
-					return err
-				}
-				stb, err := stages.ForRun(b.DB, rb, sb)
-				if err != nil {
-					return err
-				}
-				return stages.WriteCompare(w, format == report.FormatMarkdown, ra.Name, sta, rb.Name, stb)
-			}); err != nil {
+				return report.CompareLoaded(w, format, a, b)
+			}); err != nil || gate == nil {
 				return err
 			}
-			if gate == nil {
-				return nil
-			}
-			rows, _, _ := report.Comparison(ra, sa, rb, sb)
-			if junit != "" {
-				suite := fmt.Sprintf("cnibench compare %s %s (%s)", ra.Name, rb.Name, gate.Text)
-				if err := report.WriteFile(cmd.OutOrStdout(), junit, func(w io.Writer) error { return gate.JUnit(w, suite, rows) }); err != nil {
-					return err
-				}
-			}
-			for _, r := range gate.Unused(rows) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: --fail-on rule %s selects no compared cell\n", r.Text)
-			}
-			if failed := gate.Gate(rows); len(failed) > 0 {
-				return &report.GateError{Gate: *gate, Failed: failed}
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), gate.Passed(rows))
-			return nil
+			return gate.Apply(cmd.OutOrStdout(), cmd.ErrOrStderr(), junit, a, b)
 		},
 	}
 	cmd.PreRunE = func(*cobra.Command, []string) error {

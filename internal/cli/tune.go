@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -37,16 +37,6 @@ func parseProfiles(s string) ([]tune.Profile, error) {
 	return []tune.Profile{p}, nil
 }
 
-func splitIDs(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 func tuneAuditCmd() *cobra.Command {
 	var profile, root, only, scope string
 	var asJSON bool
@@ -59,7 +49,7 @@ func tuneAuditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ks, err := tune.Select(splitIDs(only))
+			ks, err := tune.Select(units.SplitList(only))
 			if err != nil {
 				return UsageError{err}
 			}
@@ -97,7 +87,7 @@ func tuneApplyCmd() *cobra.Command {
 			if err != nil {
 				return UsageError{err}
 			}
-			ks, err := tune.Select(splitIDs(only))
+			ks, err := tune.Select(units.SplitList(only))
 			if err != nil {
 				return UsageError{err}
 			}
@@ -160,45 +150,13 @@ func tuneStatusCmd() *cobra.Command {
 			"and run id, the setting, where (host or namespace), and its old and new values.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js, err := tune.Journals(dir)
-			if err != nil {
-				return fmt.Errorf("read journals in %s: %w", dir, err)
-			}
-			labJs, lerr := lab.Journals()
-			w := cmd.OutOrStdout()
-			if asJSON {
-				var shown []tune.JournalInfo
-				for _, j := range js {
-					if all || !j.RolledBack {
-						shown = append(shown, j)
-					}
-				}
-				if err := report.WriteJSON(w, struct {
-					Journals []tune.JournalInfo  `json:"journals"`
-					Labs     []lab.JournalStatus `json:"labs"`
-				}{orEmpty(shown), orEmpty(labJs)}); err != nil {
-					return err
-				}
-				return lerr
-			}
-			if tune.WriteJournals(w, js, all) == 0 {
-				fmt.Fprintf(w, "no applied journals in %s: nothing to roll back\n", dir)
-			}
-			lab.WriteStatus(w, labJs)
-			return lerr
+			return lab.Status(cmd.OutOrStdout(), dir, all, asJSON)
 		},
 	}
 	c.Flags().StringVar(&dir, "journal-dir", tune.DefaultJournalDir, "where journals are kept")
 	c.Flags().BoolVar(&all, "all", false, "also list journals already rolled back")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the journals and the labs' held changes as JSON")
 	return c
-}
-
-func orEmpty[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 func tuneRollbackCmd() *cobra.Command {

@@ -15,6 +15,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/cnibench/cnibench/pkg/verify"
 )
 
@@ -67,7 +68,7 @@ func runVerify(ctx context.Context, stdout, stderr io.Writer, o *verifyOptions) 
 	if err != nil {
 		return UsageError{err}
 	}
-	ks, err := tune.Select(splitIDs(o.only))
+	ks, err := tune.Select(units.SplitList(o.only))
 	if err != nil {
 		return UsageError{err}
 	}

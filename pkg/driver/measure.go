@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	// Only for the types os/exec speaks (SysProcAttr, the *Rusage of
+	// ProcessState.SysUsage); every call into the kernel goes through unix.
 	"syscall"
 	"time"
 

@@ -37,7 +37,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 	if err != nil {
 		return Options{}, nil, bad("--scenarios: %v", err)
 	}
-	ts := splitList(f.Tests)
+	ts := units.SplitList(f.Tests)
 	for _, t := range ts {
 		if !result.ValidTest(t) {
 			return Options{}, nil, bad("--test %q: choose from %s", t, strings.Join(result.Tests, ", "))
@@ -66,23 +66,13 @@ func (f RunFlags) Options() (Options, []int, error) {
 	}
 	return Options{
 		Scenarios: sc, Repeats: f.Repeats, Services: f.Services,
-		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(splitList(f.MsgSizes), ","),
+		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel, Engine: f.Engine,
 			Profile: f.Profile},
 		// One client pod runs every test and size back to back; the slack
 		// covers pod start, connection setup and a slow node.
 		MeasureTimeout: time.Duration(len(ts)*len(sizes))*(f.Duration+f.Warmup)*2 + 2*time.Minute,
 	}, sizes, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // Recorded is what Record measured and stored.

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -41,20 +39,7 @@ func (m *memSink) End(_ int64, complete bool, status string) error {
 // failed sample per planned test and size, and the run ends incomplete with
 // the runner's error as its status.
 func TestRecordStoresThroughSink(t *testing.T) {
-	fc := newFakeCluster(t, "n1", "n2")
-	fc.clientState = func(p *corev1.Pod) {
-		if p.Labels[LabelScenario] == ScenarioService {
-			p.Status.Phase = corev1.PodFailed
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
-		}
-	}
-	fc.logs = func(p *corev1.Pod, _ string) ([]byte, error) {
-		if p.Status.Phase == corev1.PodFailed {
-			return []byte("cnibench: connection refused\n"), nil
-		}
-		return resultSet(p), nil
-	}
+	fc := failingServiceClients(t)
 	r := fc.runner()
 	o := testOptions()
 	plan, err := r.Prepare(context.Background(), o)

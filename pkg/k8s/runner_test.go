@@ -203,7 +203,9 @@ func TestExecuteUnschedulableTimesOut(t *testing.T) {
 	}
 }
 
-func TestExecuteClientFailureIsRecordedAndRunContinues(t *testing.T) {
+// failingServiceClients is a two-node cluster whose service scenario's
+// client pods fail with a connection refused in their log.
+func failingServiceClients(t *testing.T) *fakeCluster {
 	fc := newFakeCluster(t, "n1", "n2")
 	fc.clientState = func(p *corev1.Pod) {
 		if p.Labels[LabelScenario] == ScenarioService {
@@ -218,6 +220,11 @@ func TestExecuteClientFailureIsRecordedAndRunContinues(t *testing.T) {
 		}
 		return resultSet(p), nil
 	}
+	return fc
+}
+
+func TestExecuteClientFailureIsRecordedAndRunContinues(t *testing.T) {
+	fc := failingServiceClients(t)
 	r := fc.runner()
 	o := testOptions()
 	plan, _ := r.Prepare(context.Background(), o)

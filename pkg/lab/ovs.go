@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	// Only for os/exec's SysProcAttr type; kernel calls go through unix.
 	"syscall"
 	"time"
 

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -116,10 +117,39 @@ func WriteList(w io.Writer, labs []*Lab) error {
 	return tw.Flush()
 }
 
-// WriteStatus prints every lab journal and the changes it holds now, for
-// `tune status`.
-func WriteStatus(w io.Writer, js []JournalStatus) {
-	for _, lj := range js {
+// Status prints `tune status`: the apply journals in dir that are not
+// rolled back (all of them with all), then every lab's journal with the
+// changes it holds now — as text, or as one JSON document.
+func Status(w io.Writer, dir string, all, asJSON bool) error {
+	js, err := tune.Journals(dir)
+	if err != nil {
+		return fmt.Errorf("read journals in %s: %w", dir, err)
+	}
+	labJs, lerr := Journals()
+	if asJSON {
+		shown := []tune.JournalInfo{}
+		for _, j := range js {
+			if all || !j.RolledBack {
+				shown = append(shown, j)
+			}
+		}
+		if labJs == nil {
+			labJs = []JournalStatus{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Journals []tune.JournalInfo `json:"journals"`
+			Labs     []JournalStatus    `json:"labs"`
+		}{shown, labJs}); err != nil {
+			return err
+		}
+		return lerr
+	}
+	if tune.WriteJournals(w, js, all) == 0 {
+		fmt.Fprintf(w, "no applied journals in %s: nothing to roll back\n", dir)
+	}
+	for _, lj := range labJs {
 		owner := fmt.Sprintf("lab %s (id %s, %s)", lj.Lab, lj.ID, lj.State)
 		if lj.Lab == "" {
 			owner = fmt.Sprintf("no lab (id %s; a killed `lab up`?): undo with `cnibench lab clean --id %s`", lj.ID, lj.ID)
@@ -130,4 +160,5 @@ func WriteStatus(w io.Writer, js []JournalStatus) {
 		}
 		tune.WriteChanges(w, lj.Held, "  ")
 	}
+	return lerr
 }

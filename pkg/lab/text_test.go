@@ -2,9 +2,12 @@ package lab
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/cnibench/cnibench/pkg/tune"
 )
 
 func TestParseSets(t *testing.T) {
@@ -52,5 +55,25 @@ func TestWriteEndpoints(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
+	}
+}
+
+// An empty journal directory: the text says there is nothing to roll back,
+// the JSON lists no journals (an array, not null).
+func TestStatusNoJournals(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	_ = Status(&b, dir, false, false) // labs of other tests may be unreadable to a non-root user
+	if !strings.Contains(b.String(), "no applied journals in "+dir) {
+		t.Errorf("text:\n%s", b.String())
+	}
+	b.Reset()
+	_ = Status(&b, dir, false, true)
+	var doc struct {
+		Journals []tune.JournalInfo `json:"journals"`
+		Labs     []JournalStatus    `json:"labs"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || doc.Journals == nil || len(doc.Journals) != 0 || doc.Labs == nil {
+		t.Errorf("json %v: %s", err, b.String())
 	}
 }

@@ -66,3 +66,18 @@ func TestPrivRequire(t *testing.T) {
 		t.Errorf("an unknown capability: %v", err)
 	}
 }
+
+func TestWriteText(t *testing.T) {
+	yes, no := true, false
+	r := &Report{Kernel: "6.18", Capabilities: []Capability{{ID: "vxlan", Supported: &yes, How: "link add"},
+		{ID: "geneve", Supported: &no, How: "link add", Detail: "EOPNOTSUPP"}, {ID: "ipvs", How: "module"}}}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kernel 6.18", "vxlan", "yes", "no", "link add: EOPNOTSUPP", "undecided"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+}

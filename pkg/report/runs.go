@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/atomicfile"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
@@ -102,31 +101,13 @@ func ValidFormat(format string) bool { return contains(Formats, format) }
 func ValidCompareFormat(format string) bool { return contains(CompareFormats, format) }
 
 // WriteFile renders to stdout when path is "" or "-", or else to the file
-// through a temporary file in the same directory renamed into place, so a
-// failed render never leaves a truncated report behind.
+// atomically (pkg/atomicfile), so a failed render never leaves a truncated
+// report behind.
 func WriteFile(stdout io.Writer, path string, render func(io.Writer) error) error {
 	if path == "" || path == "-" {
 		return render(stdout)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := render(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, 0o644, render)
 }
 
 // RenderStored renders one stored run (with its CPU by stage when it was
@@ -203,4 +184,83 @@ func LoadHistory(db *store.DB, experiment string, last int) (h *History, incompl
 		h = BuildHistory(experiment, sub, stats.EDivisiveOptions{})
 	}
 	return h, incomplete, nil
+}
+
+// CompareLoaded writes compare's page of run b against run a and, in the
+// text formats, each arm's CPU by datapath stage when both runs were
+// profiled (JSON stays one document; `explain --json` has those figures).
+func CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
+	if err := CompareFormat(w, format, a.Run, a.Samples, b.Run, b.Samples); err != nil {
+		return err
+	}
+	if format != FormatTable && format != FormatMarkdown {
+		return nil
+	}
+	sta, err := stages.ForRun(a.DB, a.Run, a.Samples)
+	if err != nil {
+		return err
+	}
+	stb, err := stages.ForRun(b.DB, b.Run, b.Samples)
+	if err != nil {
+		return err
+	}
+	return stages.WriteCompare(w, format == FormatMarkdown, a.Run.Name, sta, b.Run.Name, stb)
+}
+
+// Apply judges run b against run a by the gate's rules: the cells as JUnit
+// XML to junitPath (when not ""; "-" is out), a warning to log for every rule that
+// selects no cell, and a *GateError when a cell fails — or else a line to
+// log saying the gate passed.
+func (g *Gate) Apply(out, log io.Writer, junitPath string, a, b store.Loaded) error {
+	rows, _, _ := Comparison(a.Run, a.Samples, b.Run, b.Samples)
+	if junitPath != "" {
+		suite := fmt.Sprintf("cnibench compare %s %s (%s)", a.Run.Name, b.Run.Name, g.Text)
+		if err := WriteFile(out, junitPath, func(w io.Writer) error { return g.JUnit(w, suite, rows) }); err != nil {
+			return err
+		}
+	}
+	for _, r := range g.Unused(rows) {
+		fmt.Fprintf(log, "warning: --fail-on rule %s selects no compared cell\n", r.Text)
+	}
+	if failed := g.Gate(rows); len(failed) > 0 {
+		return &GateError{Gate: *g, Failed: failed}
+	}
+	fmt.Fprintln(log, g.Passed(rows))
+	return nil
+}
+
+// ListRuns prints the runs stored in the database at path (`cnibench
+// runs`), as a table or a JSON array. A missing database is no error, and
+// is not created: there are no runs yet.
+func ListRuns(w io.Writer, path string, asJSON bool) error {
+	none := func() error {
+		if asJSON {
+			_, err := io.WriteString(w, "[]\n")
+			return err
+		}
+		_, err := fmt.Fprintf(w, "no runs stored in %s yet; run an experiment with `cnibench run experiments/default.yaml`\n", path)
+		return err
+	}
+	db, err := store.OpenExisting(path)
+	if errors.Is(err, store.ErrNoDatabase) {
+		return none()
+	} else if err != nil {
+		return err
+	}
+	defer db.Close()
+	runs, err := db.Runs()
+	if err != nil {
+		return err
+	}
+	counts, err := db.SampleCounts()
+	if err != nil {
+		return err
+	}
+	switch {
+	case asJSON:
+		return WriteRunsJSON(w, runs, counts)
+	case len(runs) == 0:
+		return none()
+	}
+	return WriteRunsTable(w, runs, counts)
 }

@@ -83,3 +83,15 @@ func ParseRate(s string) (float64, error) {
 	}
 	return v * mult, nil
 }
+
+// SplitList reads a comma-separated list of names (tests, knob ids),
+// trimming blanks and dropping empty elements.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
