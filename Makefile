@@ -80,6 +80,11 @@ bench-engine: deps build
 e2e-k8s: deps build
 	./scripts/e2e-k8s.sh
 
+# Real-CNI tier: k8s run on bridge, Flannel host-gw and Flannel VXLAN
+# (k8slab), the CNI detected from the cluster, one comparison report.
+e2e-cni: deps build
+	./scripts/e2e-cni.sh
+
 # Every fuzz target for FUZZTIME each (default 30s); CI runs a short pass.
 # Seed corpora and crashers (testdata/fuzz/) also run in every `go test`.
 FUZZTIME ?= 30s
