@@ -26,7 +26,7 @@ TRIALS=${TRIALS:-10}
 REPEATS=${REPEATS:-20}
 DURATION=${DURATION:-500ms}
 WARMUP=${WARMUP:-200ms}
-SLOW_POLICIES=${SLOW_POLICIES:-1200}
+SLOW_POLICIES=${SLOW_POLICIES:-600}
 RULE_TXN=${RULE_TXN:-slower>5%}
 RULE_CPU=${RULE_CPU:-tcp_crr/client_cpu_us_per_txn:worse>5%}
 LOCK=${LOCK:-/tmp/cnb-cpu.lock}
@@ -68,7 +68,7 @@ gate() {
   local rc=0
   "$BIN" compare "$1" "$2" --db "$DB" --fail-on "$4" --junit "$OUT/$3.xml" --format json -o "$OUT/$3.json" \
     2>>"$OUT/gate.log" || rc=$?
-  jq -r --arg rc "$rc" --arg m "$5" '.rows[] | select(.metric == $m) | "\($rc) \(.delta_pct * 10 | round / 10) \(.p | tostring | .[0:7])"' "$OUT/$3.json"
+  jq -r --arg rc "$rc" --arg m "$5" '.rows[] | select(.metric == $m) | "\($rc) \(.delta_pct * 10 | round / 10) \(if .p < 0.001 then "<0.001" else (.p * 1000 | round / 1000) end)"' "$OUT/$3.json"
 }
 
 echo "bench-gate: tcp_crr on a native lab, $REPEATS × $DURATION per run, wakeup none; slowed = $SLOW_POLICIES"

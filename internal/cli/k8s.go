@@ -68,6 +68,8 @@ func newK8sRunCmd() *cobra.Command {
 		cf                     k8sConnFlags
 		rf                     k8s.RunFlags
 		clientNode, serverNode string
+		nodeSelector           string
+		tolerateTaints         bool
 		readyTimeout           time.Duration
 		dbPath                 string
 		asJSON, keep           bool
@@ -103,6 +105,7 @@ failure and Ctrl-C.`,
 			}
 			o.Namespace, o.Image, o.PullPolicy = cf.namespace, img, pp
 			o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = clientNode, serverNode, readyTimeout, keep, cmd.ErrOrStderr()
+			o.NodeSelector, o.TolerateTaints = nodeSelector, tolerateTaints
 			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if k8s.IsFlagError(err) {
@@ -140,6 +143,8 @@ failure and Ctrl-C.`,
 	f.StringVar(&rf.Scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
+	f.StringVar(&nodeSelector, "node-selector", "", "use only nodes matching this label selector, e.g. pool=perf")
+	f.BoolVar(&tolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
 	f.StringVar(&rf.Tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
 	f.StringVar(&rf.MsgSizes, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
 	f.DurationVar(&rf.Duration, "duration", 5*time.Second, "measured time per test and size")

@@ -275,3 +275,41 @@ func TestPrivOVSDPDKMissing(t *testing.T) {
 		t.Errorf("state left: %v", ents)
 	}
 }
+
+// TestPrivOVSNetdevMeter: on ovs-netdev the host's ovs-vswitchd is
+// metered; it has no PMD, and says so instead of reporting zeros.
+func TestPrivOVSNetdevMeter(t *testing.T) {
+	testns.NeedRoot(t)
+	needOVS(t)
+	privateState(t)
+	s, _ := Preset(TopoOVSNetdev)
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+		assertClean(t, l.ID)
+	}()
+	m := l.DatapathMeter()
+	if m == nil {
+		t.Fatal("no datapath meter for ovs-netdev with the host's vswitchd running")
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, srv := l.Endpoints["client"], l.Endpoints["server"]
+	addr := net.JoinHostPort(srv.IP, "17470")
+	echoTCP(t, srv.Netns, addr)
+	roundTrip(t, c.Netns, addr, 4<<20)
+	d, missing := m.Stop(ctx)
+	if d.Seconds == nil || *d.Seconds <= 0 {
+		t.Errorf("vswitchd switched 8 MiB in no CPU time: %+v", d)
+	}
+	if d.PMDSeconds != nil || d.PMDBusyPct != nil || missing["pmd_seconds"] == "" || missing["pmd_busy_pct"] == "" {
+		t.Errorf("no PMD on ovs-netdev: want PMD figures missing with reasons, got %+v %v", d, missing)
+	}
+}
