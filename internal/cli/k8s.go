@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -53,21 +52,10 @@ func (f *k8sConnFlags) add(cmd *cobra.Command, withImage bool) {
 }
 
 func (f *k8sConnFlags) resolveImage() (string, corev1.PullPolicy, error) {
-	var pp corev1.PullPolicy
-	switch corev1.PullPolicy(f.pullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		pp = corev1.PullPolicy(f.pullPolicy)
-	default:
-		return "", "", UsageError{fmt.Errorf("--image-pull-policy %q: use Always, IfNotPresent or Never", f.pullPolicy)}
+	ref, pp, err := k8s.ResolveImage(f.image, f.pullPolicy, Version)
+	if k8s.IsFlagError(err) {
+		return "", "", UsageError{err}
 	}
-	if f.image != "" {
-		return f.image, pp, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", "", fmt.Errorf("find this binary to name its image: %w; pass --image", err)
-	}
-	ref, err := image.DefaultRef(exe, Version)
 	return ref, pp, err
 }
 

@@ -81,6 +81,7 @@ func assertDPDKReleased(t *testing.T, id, hugeBefore string) {
 // the switch's database and log, carries TCP and UDP both ways through the
 // PMD, meters the vswitchd, and checks Down gives everything back.
 func TestPrivOVSDPDK(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	privateState(t)
 	online, err := onlineCPUs()
@@ -179,6 +180,7 @@ func TestPrivOVSDPDK(t *testing.T) {
 // TestPrivOVSDPDKInterrupted cancels `up` once the DPDK vswitchd runs and
 // the hugepages are reserved: everything goes, the pages come back.
 func TestPrivOVSDPDKInterrupted(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	privateState(t)
 	before := hugepageState(t)
@@ -214,6 +216,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 // built binary) once the lab is up, and `lab clean --id` must stop the
 // switch, remove every object and give the hugepages back.
 func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	bin := testns.Binary(t)
 	before := hugepageState(t)
@@ -279,6 +282,7 @@ func TestPrivOVSDPDKMissing(t *testing.T) {
 // TestPrivOVSNetdevMeter: on ovs-netdev the host's ovs-vswitchd is
 // metered; it has no PMD, and says so instead of reporting zeros.
 func TestPrivOVSNetdevMeter(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	needOVS(t)
 	privateState(t)
