@@ -59,6 +59,13 @@ bench-answer: deps build
 bench-gate: deps build
 	CNIBENCH_BIN=$(CURDIR)/$(BIN) ./scripts/bench-gate.sh
 
+# Issue 12's overhead target (≤ 3 %): the profiler's tax on CPU-bound work
+# (a fixed loop on every CPU, 20 alternations), then the same veth arm with
+# and without --profile in one interleaved run (docs/profiling.md).
+bench-profile: deps build
+	$(GO) test -run '^$$' -bench ProfilerTax -benchtime 1x ./pkg/profile
+	./$(BIN) run profile-overhead --profile --profile-arms profiled --retake-disturbed
+
 # Lab build/teardown speed: cnibench vs the equivalent iproute2 script
 # (vxlan preset and a 2-node x 50-pod bridge). Target: ratio <= 0.5.
 bench-lab: build
@@ -72,6 +79,11 @@ bench-engine: deps build
 # all four k8s scenarios, store + report, error/Ctrl-C cleanup, audit, clean.
 e2e-k8s: deps build
 	./scripts/e2e-k8s.sh
+
+# Real-CNI tier: k8s run on bridge, Flannel host-gw and Flannel VXLAN
+# (k8slab), the CNI detected from the cluster, one comparison report.
+e2e-cni: deps build
+	./scripts/e2e-cni.sh
 
 # Every fuzz target for FUZZTIME each (default 30s); CI runs a short pass.
 # Seed corpora and crashers (testdata/fuzz/) also run in every `go test`.

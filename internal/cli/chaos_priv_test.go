@@ -184,6 +184,7 @@ func chaosKills(def int) int {
 var storedRE = regexp.MustCompile(`(?m)^\[(\d+)/\d+\]`)
 
 func TestPrivChaosRunKilled(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	dir := t.TempDir()
@@ -347,6 +348,7 @@ func nsSysctls(t *testing.T, ns string) map[string]string {
 }
 
 func TestPrivChaosTuneApplyKilled(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	ns := runid.Name(runid.New(), "chaos")

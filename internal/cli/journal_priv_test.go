@@ -115,6 +115,7 @@ func onlyID(t *testing.T, stateRoot string) string {
 // it raised, and `lab clean --id` restores the host byte for byte and
 // leaves no namespace of the run.
 func TestPrivRunKilledRestoresRmemMax(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	before := readRaw(t, rmemMax)
@@ -200,6 +201,7 @@ arms:
 // other knobs: its state file says incomplete, and `lab clean --id`
 // restores rmem_max byte for byte.
 func TestPrivLabUpKilledAfterHostChange(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	before := readRaw(t, rmemMax)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -53,21 +52,10 @@ func (f *k8sConnFlags) add(cmd *cobra.Command, withImage bool) {
 }
 
 func (f *k8sConnFlags) resolveImage() (string, corev1.PullPolicy, error) {
-	var pp corev1.PullPolicy
-	switch corev1.PullPolicy(f.pullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		pp = corev1.PullPolicy(f.pullPolicy)
-	default:
-		return "", "", UsageError{fmt.Errorf("--image-pull-policy %q: use Always, IfNotPresent or Never", f.pullPolicy)}
+	ref, pp, err := k8s.ResolveImage(f.image, f.pullPolicy, Version)
+	if k8s.IsFlagError(err) {
+		return "", "", UsageError{err}
 	}
-	if f.image != "" {
-		return f.image, pp, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", "", fmt.Errorf("find this binary to name its image: %w; pass --image", err)
-	}
-	ref, err := image.DefaultRef(exe, Version)
 	return ref, pp, err
 }
 
@@ -80,6 +68,8 @@ func newK8sRunCmd() *cobra.Command {
 		cf                     k8sConnFlags
 		rf                     k8s.RunFlags
 		clientNode, serverNode string
+		nodeSelector           string
+		tolerateTaints         bool
 		readyTimeout           time.Duration
 		dbPath                 string
 		asJSON, keep           bool
@@ -115,6 +105,7 @@ failure and Ctrl-C.`,
 			}
 			o.Namespace, o.Image, o.PullPolicy = cf.namespace, img, pp
 			o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = clientNode, serverNode, readyTimeout, keep, cmd.ErrOrStderr()
+			o.NodeSelector, o.TolerateTaints = nodeSelector, tolerateTaints
 			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if k8s.IsFlagError(err) {
@@ -152,6 +143,8 @@ failure and Ctrl-C.`,
 	f.StringVar(&rf.Scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
+	f.StringVar(&nodeSelector, "node-selector", "", "use only nodes matching this label selector, e.g. pool=perf")
+	f.BoolVar(&tolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
 	f.StringVar(&rf.Tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
 	f.StringVar(&rf.MsgSizes, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
 	f.DurationVar(&rf.Duration, "duration", 5*time.Second, "measured time per test and size")

@@ -3,12 +3,10 @@ package cli
 import (
 	"fmt"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func newServerCmd() *cobra.Command {
@@ -44,18 +42,7 @@ run at once; each session is bounded by --max-session.`,
 			if s.Insecure() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: listening beyond loopback without a token: any host that reaches %s can run tests; set $%s (or --token) on server and clients\n", s.Addr(), engine.TokenEnv)
 			}
-			// SIGUSR1 prints what the server holds (sessions, pending
-			// connections, goroutines, descriptors), as many daemons do.
-			usr1 := make(chan os.Signal, 1)
-			signal.Notify(usr1, unix.SIGUSR1)
-			defer signal.Stop(usr1)
-			go func() {
-				for range usr1 {
-					st := s.Stats()
-					fds, _ := os.ReadDir("/proc/self/fd")
-					fmt.Fprintf(cmd.ErrOrStderr(), "cnibench server: stats sessions=%d pending=%d goroutines=%d fds=%d\n", st.Sessions, st.Pending, st.Goroutines, len(fds))
-				}
-			}()
+			defer s.StatsOnSIGUSR1(cmd.ErrOrStderr())()
 			return s.Serve(cmd.Context())
 		},
 	}

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 )
 
 func newTuneCmd() *cobra.Command {
@@ -206,24 +204,8 @@ func tuneHoldCmd() *cobra.Command {
 			if us < 0 {
 				return UsageError{fmt.Errorf("--us %d: must be 0 or more microseconds", us)}
 			}
-			e := tune.DefaultEnv()
-			release, err := tune.HoldDMALatency(e, us)
-			if err != nil {
-				return fmt.Errorf("hold cpu_dma_latency: %w (needs root)", err)
-			}
-			defer release()
-			cur, _ := tune.ReadDMALatency(e)
-			fmt.Fprintf(cmd.OutOrStdout(), "holding cpu_dma_latency at %d µs (kernel now reports %d); Ctrl-C to release\n", us, cur)
-			ctx := cmd.Context()
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, unix.SIGINT, unix.SIGTERM)
-			defer signal.Stop(sig)
-			select {
-			case <-ctx.Done():
-			case <-sig:
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "released")
-			return nil
+			// main cancels the context on Ctrl-C, SIGTERM and SIGHUP.
+			return tune.HoldUntil(cmd.Context(), tune.DefaultEnv(), us, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().Int32Var(&us, "us", 1, "maximum C-state exit latency in microseconds")

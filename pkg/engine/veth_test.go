@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,14 +318,17 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 			_ = srv.Process.Signal(unix.SIGCONT)
 		}
 	}()
-	devBefore := vethDrops(t, p)
+	devBefore, backlogBefore := vethDrops(t, p), softnetDrops(t)
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
 		"--duration", "1500ms", "--warmup", "200ms", "--json")
 	close(done)
 	<-stopped
 	// Under heavy load the receiving CPU's backlog can overflow too: veth
-	// counts those drops on its devices, not in the UDP MIB.
-	devDrops := vethDrops(t, p) - devBefore
+	// counts some of those drops on its devices, the rest only the CPU's
+	// softnet_stat (host-wide, so it may hold others' drops too: it only
+	// widens the upper bound), neither in the UDP MIB. Seen at load 9:
+	// lost 53,340 with 42,455 InErrors and 0 veth drops.
+	devDrops := vethDrops(t, p) - devBefore + int64(softnetDrops(t)-backlogBefore)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errs)
 	}
@@ -338,7 +342,7 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 	// Datagrams of the warmup and of the measured window share the
 	// device counters, so device drops may only add to InErrors.
 	if u.Lost < *u.KernelInErrors || u.Lost > *u.KernelInErrors+devDrops {
-		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace and %d veth drops",
+		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace and %d veth and backlog drops",
 			u.Lost, *u.KernelInErrors, devDrops)
 	}
 }
@@ -408,4 +412,27 @@ func TestPrivVethCRRLeavesNoClientTimeWait(t *testing.T) {
 	if client > int(r.Transactions.Count/100) {
 		t.Errorf("client holds %d TIME_WAIT sockets after %d connections: its ports will run out", client, r.Transactions.Count)
 	}
+}
+
+// softnetDrops sums the "dropped" column of /proc/net/softnet_stat over
+// every CPU: packets the per-CPU input backlog had no room for.
+func softnetDrops(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 16, 64)
+		if err != nil {
+			t.Fatalf("softnet_stat %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
 }

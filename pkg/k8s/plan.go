@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Scenario names.
@@ -76,7 +77,13 @@ type NodeState struct {
 // NodeStates classifies nodes, sorted by name: a node is usable when it is
 // Ready, not cordoned, and has no NoSchedule/NoExecute taint (the engine
 // pods tolerate none, so the control plane of kubeadm clusters is left out).
-func NodeStates(nodes []corev1.Node) []NodeState {
+func NodeStates(nodes []corev1.Node) []NodeState { return NodeStatesFor(nodes, nil, false) }
+
+// NodeStatesFor is NodeStates for a run that chooses its nodes by label
+// (sel; nil = every node) and may tolerate taints (tolerate: the engine
+// pods then carry a toleration for every taint, so tainted nodes count as
+// usable; cordoned and not-Ready ones still do not).
+func NodeStatesFor(nodes []corev1.Node, sel labels.Selector, tolerate bool) []NodeState {
 	out := make([]NodeState, 0, len(nodes))
 	for _, n := range nodes {
 		st := NodeState{Name: n.Name}
@@ -91,7 +98,9 @@ func NodeStates(nodes []corev1.Node) []NodeState {
 			st.Unusable = "not Ready"
 		case n.Spec.Unschedulable:
 			st.Unusable = "cordoned"
-		default:
+		case sel != nil && !sel.Matches(labels.Set(n.Labels)):
+			st.Unusable = "not matching --node-selector " + sel.String()
+		case !tolerate:
 			for _, t := range n.Spec.Taints {
 				if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
 					st.Unusable = "tainted " + t.Key + ":" + string(t.Effect)

@@ -1,12 +1,15 @@
 package k8s
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestParseScenarios(t *testing.T) {
@@ -134,5 +137,58 @@ func TestInterleave(t *testing.T) {
 	want := []string{"a1", "c1", "d1", "c2", "d2", "a2", "d3", "a3", "c3"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v want %v", got, want)
+	}
+}
+
+func TestNodeSelectorAndTolerations(t *testing.T) {
+	mk := func(name string, lbl map[string]string, taint bool) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		if taint {
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "perf", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		return n
+	}
+	nodes := []corev1.Node{mk("a", map[string]string{"pool": "perf"}, true), mk("b", map[string]string{"pool": "perf"}, false), mk("c", nil, false)}
+	sel, _ := labels.Parse("pool=perf")
+	usable := func(st []NodeState) (out []string) {
+		for _, s := range st {
+			if s.Unusable == "" {
+				out = append(out, s.Name)
+			}
+		}
+		return out
+	}
+	if got := usable(NodeStatesFor(nodes, sel, false)); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("selector without tolerations: %v, want [b]", got)
+	}
+	if got := usable(NodeStatesFor(nodes, sel, true)); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("selector with tolerations: %v, want [a b]", got)
+	}
+	st := NodeStatesFor(nodes, sel, false)
+	if st[2].Unusable != "not matching --node-selector pool=perf" {
+		t.Errorf("c: %q", st[2].Unusable)
+	}
+	// One node left by the selector: the two-node scenarios are skipped
+	// with the reason, not failed.
+	pl, err := PlanScenarios(Scenarios, st, "", "")
+	if err != nil || pl[1].Skip == "" {
+		t.Errorf("plan %+v %v", pl, err)
+	}
+}
+
+func TestRunTolerationsAndBadSelector(t *testing.T) {
+	fc := newFakeCluster(t, "n1", "n2")
+	o := testOptions()
+	o.NodeSelector = "pool in (perf"
+	if _, err := fc.runner().Prepare(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--node-selector") {
+		t.Fatalf("bad selector: %v", err)
+	}
+	pod := ServerPod(PodOptions{RunID: "x", TolerateTaints: true}, Placement{Scenario: ScenarioSameNode, ServerNode: "n1"})
+	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Errorf("tolerations %+v", pod.Spec.Tolerations)
+	}
+	if pod := ServerPod(PodOptions{RunID: "x"}, Placement{Scenario: ScenarioSameNode, ServerNode: "n1"}); len(pod.Spec.Tolerations) != 0 {
+		t.Errorf("tolerations without asking: %+v", pod.Spec.Tolerations)
 	}
 }

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -179,4 +183,25 @@ func IsFlagError(err error) bool {
 	var fe *FlagError
 	var se *ServicesError
 	return errors.As(err, &fe) || errors.As(err, &se)
+}
+
+// ResolveImage checks a pull policy (Always, IfNotPresent, Never; a
+// *FlagError otherwise) and names the image a run uses: ref when given,
+// else the name `cnibench image build` gives the running binary.
+func ResolveImage(ref, pullPolicy, version string) (string, corev1.PullPolicy, error) {
+	pp := corev1.PullPolicy(pullPolicy)
+	switch pp {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return "", "", &FlagError{fmt.Sprintf("--image-pull-policy %q: use Always, IfNotPresent or Never", pullPolicy)}
+	}
+	if ref != "" {
+		return ref, pp, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", "", fmt.Errorf("find this binary to name its image: %w; pass --image", err)
+	}
+	ref, err = image.DefaultRef(exe, version)
+	return ref, pp, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // memSink is a store.Sink in memory.
@@ -97,5 +98,14 @@ func TestRunFlags(t *testing.T) {
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want a FlagError with %q", f, err, c.want)
 		}
+	}
+}
+
+func TestResolveImage(t *testing.T) {
+	if ref, pp, err := ResolveImage("reg/x:1", "Never", "v"); err != nil || ref != "reg/x:1" || pp != corev1.PullNever {
+		t.Errorf("%s %s %v", ref, pp, err)
+	}
+	if _, _, err := ResolveImage("reg/x:1", "Sometimes", "v"); !IsFlagError(err) {
+		t.Errorf("bad policy: %v", err)
 	}
 }

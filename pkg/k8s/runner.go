@@ -15,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -30,8 +31,13 @@ type Options struct {
 
 	Scenarios              []string
 	ClientNode, ServerNode string
-	Client                 ClientArgs
-	Repeats                int
+	// NodeSelector, a label selector ("" = every node), limits the nodes
+	// the run may use.
+	NodeSelector string
+	// TolerateTaints lets the engine pods onto tainted nodes.
+	TolerateTaints bool
+	Client         ClientArgs
+	Repeats        int
 
 	// ReadyTimeout bounds the wait for a server pod to become Ready and for
 	// a client pod to start.
@@ -77,7 +83,7 @@ func (o *Options) defaults() {
 
 func (o Options) podOptions(id string) PodOptions {
 	return PodOptions{RunID: id, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: o.Port,
-		TokenSecret: TokenSecretName(id)}
+		TokenSecret: TokenSecretName(id), TolerateTaints: o.TolerateTaints}
 }
 
 // Runner drives runs against one cluster.
@@ -128,7 +134,13 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := PlanScenarios(o.Scenarios, NodeStates(nodes), o.ClientNode, o.ServerNode)
+	var sel labels.Selector
+	if o.NodeSelector != "" {
+		if sel, err = labels.Parse(o.NodeSelector); err != nil {
+			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, NodeStatesFor(nodes, sel, o.TolerateTaints), o.ClientNode, o.ServerNode)
 	if err != nil {
 		return nil, err
 	}

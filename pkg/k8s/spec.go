@@ -51,6 +51,8 @@ type PodOptions struct {
 	// TokenKey); server and client pods read it as CNIBENCH_TOKEN. Empty
 	// means no token.
 	TokenSecret string
+	// TolerateTaints gives the engine pods a toleration for every taint.
+	TolerateTaints bool
 }
 
 // TokenKey is the key of the token in the run's Secret.
@@ -137,6 +139,14 @@ func engineSecurity() *corev1.SecurityContext {
 func ptr[T any](v T) *T { return &v }
 
 func (o PodOptions) basePod(name, scenario, role string, p Placement, node string) *corev1.Pod {
+	pod := o.basePodSpec(name, scenario, role, p, node)
+	if o.TolerateTaints {
+		pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	}
+	return pod
+}
+
+func (o PodOptions) basePodSpec(name, scenario, role string, p Placement, node string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: o.labels(scenario, role)},
 		Spec: corev1.PodSpec{

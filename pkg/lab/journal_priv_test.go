@@ -73,6 +73,7 @@ func downOnCleanup(t *testing.T, l *Lab) {
 // change is in the lab's journal with the old text exactly as read, the
 // state file names the journal, and Down restores the same bytes.
 func TestPrivSocketBufferKnobJournaled(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	privateState(t)
 	before := rawSysctl(t, "net/core/rmem_max")
@@ -122,6 +123,7 @@ func TestPrivSocketBufferKnobJournaled(t *testing.T) {
 // Every setting a routed lab with offloads changes is journaled: forwarding
 // in both nodes and the offloads of every pod and node-side veth.
 func TestPrivJournalHoldsEveryChange(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	privateState(t)
 	s, _ := Preset("vxlan")
@@ -157,6 +159,7 @@ func TestPrivJournalHoldsEveryChange(t *testing.T) {
 // Ctrl-C (ctx cancel) right as Up changes a host-wide setting: Up fails,
 // and the setting is back, byte for byte, with nothing left.
 func TestPrivUpCancelledAfterHostChange(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	privateState(t)
 	before := rawSysctl(t, "net/core/rmem_max")
@@ -227,6 +230,7 @@ func TestPrivUpCancelledAfterHostChange(t *testing.T) {
 // (tune.ErrHeld) and leaves nothing, the first keeps its value, and its
 // Down restores the host exactly.
 func TestPrivHostSettingHeldByOneLab(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	privateState(t)
 	if !rmemMaxHostWide(t) {

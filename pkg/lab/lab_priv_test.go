@@ -177,6 +177,7 @@ func needOVS(t *testing.T) {
 // TestPresets builds each preset, carries TCP and UDP from client to server
 // (and node1 to node2), tears it down and checks nothing is left.
 func TestPrivPresets(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
@@ -229,6 +230,7 @@ func TestPrivPresets(t *testing.T) {
 // TestKnobs checks that knobs reach the kernel and traffic still flows,
 // including through a service VIP.
 func TestPrivKnobs(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	for _, topo := range []string{"vxlan", "native", "veth", "bridge", "macvlan", "ovs-netdev"} {
 		t.Run(topo, func(t *testing.T) {
@@ -456,6 +458,7 @@ func TestPrivCleanAfterSIGKILL(t *testing.T) {
 // started inside the endpoints' namespaces) across every preset that this
 // kernel supports: tcp_lat and udp_lat, client to server and node to node.
 func TestPrivPresetsEngineTraffic(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	for _, p := range Presets() {
@@ -567,6 +570,7 @@ func TestPrivLabsCoexist(t *testing.T) {
 // TestOVSSockBuf: OVS's packet sockets on the lab's ports get the asked
 // buffer size, and the host's socket defaults are back afterwards.
 func TestPrivOVSSockBuf(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	needOVS(t)
 	if _, err := exec.LookPath("ss"); err != nil {

@@ -33,16 +33,26 @@ type DatapathMeter struct {
 // DatapathMeter returns the meter of the lab's datapath daemon, or nil when
 // the lab's datapath is the kernel's (or its daemon is not running).
 func (l *Lab) DatapathMeter() *DatapathMeter {
-	if l.Preset != TopoOVSDPDK || len(l.PrivateOVS) == 0 {
-		return nil
+	switch {
+	case l.Preset == TopoOVSDPDK && len(l.PrivateOVS) > 0:
+		dir := l.PrivateOVS[0]
+		pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
+		if err != nil || !procAlive(pid) {
+			return nil
+		}
+		o := privOVS{dir: dir}
+		return &DatapathMeter{pid: pid, ctl: unixctl(dir), env: o.env()}
+	case l.Preset == TopoOVSNetdev:
+		// The host's ovs-vswitchd switches this lab's bridge; it has no
+		// PMD (those figures come out missing), and it serves whatever
+		// other bridges the host has too, whose traffic it would count.
+		pid, err := readPID(filepath.Join(ovsRunDir, "ovs-vswitchd.pid"))
+		if err != nil || !procAlive(pid) {
+			return nil
+		}
+		return &DatapathMeter{pid: pid, ctl: filepath.Join(ovsRunDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))}
 	}
-	dir := l.PrivateOVS[0]
-	pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
-	if err != nil || !procAlive(pid) {
-		return nil
-	}
-	o := privOVS{dir: dir}
-	return &DatapathMeter{pid: pid, ctl: unixctl(dir), env: o.env()}
+	return nil
 }
 
 func readPID(p string) (int, error) {

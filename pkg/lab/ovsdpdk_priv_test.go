@@ -81,6 +81,7 @@ func assertDPDKReleased(t *testing.T, id, hugeBefore string) {
 // the switch's database and log, carries TCP and UDP both ways through the
 // PMD, meters the vswitchd, and checks Down gives everything back.
 func TestPrivOVSDPDK(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	privateState(t)
 	online, err := onlineCPUs()
@@ -179,6 +180,7 @@ func TestPrivOVSDPDK(t *testing.T) {
 // TestPrivOVSDPDKInterrupted cancels `up` once the DPDK vswitchd runs and
 // the hugepages are reserved: everything goes, the pages come back.
 func TestPrivOVSDPDKInterrupted(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	privateState(t)
 	before := hugepageState(t)
@@ -214,6 +216,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 // built binary) once the lab is up, and `lab clean --id` must stop the
 // switch, remove every object and give the hugepages back.
 func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
+	testns.HostWide(t)
 	needOVSDPDK(t)
 	bin := testns.Binary(t)
 	before := hugepageState(t)
@@ -273,5 +276,44 @@ func TestPrivOVSDPDKMissing(t *testing.T) {
 	assertClean(t, id)
 	if ents, _ := os.ReadDir(StateDir); len(ents) > 0 {
 		t.Errorf("state left: %v", ents)
+	}
+}
+
+// TestPrivOVSNetdevMeter: on ovs-netdev the host's ovs-vswitchd is
+// metered; it has no PMD, and says so instead of reporting zeros.
+func TestPrivOVSNetdevMeter(t *testing.T) {
+	testns.HostWide(t)
+	testns.NeedRoot(t)
+	needOVS(t)
+	privateState(t)
+	s, _ := Preset(TopoOVSNetdev)
+	ctx := context.Background()
+	l, err := Up(ctx, s, UpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.Down(ctx); err != nil {
+			t.Error(err)
+		}
+		assertClean(t, l.ID)
+	}()
+	m := l.DatapathMeter()
+	if m == nil {
+		t.Fatal("no datapath meter for ovs-netdev with the host's vswitchd running")
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, srv := l.Endpoints["client"], l.Endpoints["server"]
+	addr := net.JoinHostPort(srv.IP, "17470")
+	echoTCP(t, srv.Netns, addr)
+	roundTrip(t, c.Netns, addr, 4<<20)
+	d, missing := m.Stop(ctx)
+	if d.Seconds == nil || *d.Seconds <= 0 {
+		t.Errorf("vswitchd switched 8 MiB in no CPU time: %+v", d)
+	}
+	if d.PMDSeconds != nil || d.PMDBusyPct != nil || missing["pmd_seconds"] == "" || missing["pmd_busy_pct"] == "" {
+		t.Errorf("no PMD on ovs-netdev: want PMD figures missing with reasons, got %+v %v", d, missing)
 	}
 }

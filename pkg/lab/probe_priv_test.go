@@ -13,6 +13,7 @@ import (
 // probe calls absent fails with ErrNotSupported and leaves nothing, and
 // every one it calls present builds.
 func TestPrivProbeAgreesWithLab(t *testing.T) {
+	testns.HostWide(t)
 	testns.NeedRoot(t)
 	r, err := probe.Run(context.Background())
 	if err != nil {

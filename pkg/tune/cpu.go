@@ -1,9 +1,11 @@
 package tune
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -227,6 +229,21 @@ func HoldDMALatency(e *Env, us int32) (release func() error, err error) {
 		return nil, fmt.Errorf("write %s: %w", p, err)
 	}
 	return f.Close, nil
+}
+
+// HoldUntil holds the limit at us microseconds until ctx ends (Ctrl-C, for
+// `tune hold-latency`), saying on w what it holds and when it let go.
+func HoldUntil(ctx context.Context, e *Env, us int32, w io.Writer) error {
+	release, err := HoldDMALatency(e, us)
+	if err != nil {
+		return fmt.Errorf("hold cpu_dma_latency: %w (needs root)", err)
+	}
+	defer release()
+	cur, _ := ReadDMALatency(e)
+	fmt.Fprintf(w, "holding cpu_dma_latency at %d µs (kernel now reports %d); Ctrl-C to release\n", us, cur)
+	<-ctx.Done()
+	fmt.Fprintln(w, "released")
+	return nil
 }
 
 // cpuFlagsKnob checks for popcnt and sse4_2, which the OVS kernel module can

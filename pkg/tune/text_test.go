@@ -2,7 +2,10 @@ package tune
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,5 +44,25 @@ func TestWriteApplyAndJournals(t *testing.T) {
 	b.Reset()
 	if n := WriteJournals(&b, js, false); n != 1 || !strings.Contains(b.String(), "interrupted") || strings.Contains(b.String(), "rolled back") {
 		t.Errorf("journals (%d):\n%s", n, b.String())
+	}
+}
+
+// HoldUntil writes the limit, holds it until the context ends and says so;
+// a fixture /dev stands in for the kernel's file.
+func TestHoldUntil(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	os.WriteFile(filepath.Join(root, "dev", "cpu_dma_latency"), []byte{0, 0, 0, 0}, 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var b bytes.Buffer
+	if err := HoldUntil(ctx, EnvAt(root), 7, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "holding cpu_dma_latency at 7 µs (kernel now reports 7)") || !strings.Contains(b.String(), "released") {
+		t.Errorf("%s", b.String())
+	}
+	if err := HoldUntil(ctx, EnvAt(filepath.Join(root, "none")), 7, &b); err == nil {
+		t.Error("held a limit without the file")
 	}
 }
