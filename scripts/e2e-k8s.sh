@@ -17,6 +17,10 @@ BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
 fail() { echo "e2e-k8s: FAIL: $*" >&2; exit 1; }
 step() { echo "e2e-k8s: [$(date -u +%T)] $*"; }
 ns_phase() { kubectl get ns "$1" -o jsonpath='{.status.phase}' 2>/dev/null || true; }
+# left lists the cnibench objects (of run $1 when given) still in the
+# cluster, with phase and deletion mark, so that a failure says which.
+left() { kubectl get pods,svc -A -l "app.kubernetes.io/managed-by=cnibench${1:+,cnibench.io/run=$1}" --no-headers \
+  -o custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase,DEL:.metadata.deletionTimestamp; }
 
 [ "$(id -u)" = 0 ] || fail "needs root (k8slab runs kubelets and containerd)"
 if [ -z "${K8SLAB:-}" ]; then
@@ -132,7 +136,17 @@ if "$BIN" k8s run --image-pull-policy Never --image localhost/cnibench:does-not-
 fi
 tail -1 "$TMP/err.log"
 tail -1 "$TMP/err.log" | grep -q "image pull error on node k8slab-n1: ErrImageNeverPull" || fail "missing image not explained"
-[ -z "$(kubectl get pods,svc -A -l app.kubernetes.io/managed-by=cnibench -o name)" ] || fail "failed run left objects"
+# Its own objects (by run id) are gone when it returns; anything else of
+# cnibench's still listed belongs to an earlier step's run: say which, and
+# give it a moment (a CI machine's kubelet can be slow), but not forever.
+id=$(grep -o 'cnb-[a-z0-9]*-pod-same-node-srv' "$TMP/err.log" | head -1 | cut -d- -f2)
+[ -n "$id" ] || fail "no run id in the error: $(tail -1 "$TMP/err.log")"
+[ -z "$(left "$id")" ] || fail "failed run $id left objects: $(left "$id" | tr '\n' ';')"
+if [ -n "$(left)" ]; then
+  echo "e2e-k8s: objects of earlier runs still listed: $(left | tr '\n' ';')"
+  for _ in $(seq 1 30); do [ -z "$(left)" ] && break; sleep 1; done
+  [ -z "$(left)" ] || fail "objects left by earlier runs: $(left | tr '\n' ';')"
+fi
 # The namespace it created is deleted too (it may still be terminating).
 [ "$(ns_phase cnibench)" != Active ] || fail "failed run left its namespace active"
 
@@ -149,7 +163,7 @@ kill -INT $pid
 rc=0; wait $pid || rc=$?
 [ $rc = 1 ] || fail "interrupted run exited $rc, want 1"
 grep -q "interrupted" "$TMP/int.log" || fail "interrupted run did not say so: $(tail -1 "$TMP/int.log")"
-[ -z "$(kubectl get pods,svc -A -l app.kubernetes.io/managed-by=cnibench -o name)" ] || fail "interrupted run left objects"
+[ -z "$(left)" ] || fail "interrupted run left objects: $(left | tr '\n' ';')"
 [ "$(ns_phase cnibench)" != Active ] || fail "interrupted run left its namespace active"
 sqlite3 "$CNIBENCH_DB" "SELECT complete FROM runs ORDER BY id DESC LIMIT 1" | grep -qx 0 || fail "interrupted run stored as complete"
 
