@@ -29,6 +29,7 @@ type RunFlags struct {
 	Services                   int
 	Engine                     string
 	Profile                    bool
+	AgentCPU                   bool
 }
 
 // Options checks the flags — scenarios, tests, every size for every test
@@ -69,7 +70,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 		return Options{}, nil, bad("--duration must be positive and --warmup not negative")
 	}
 	return Options{
-		Scenarios: sc, Repeats: f.Repeats, Services: f.Services,
+		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, AgentCPU: f.AgentCPU,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel, Engine: f.Engine,
 			Profile: f.Profile},
