@@ -94,7 +94,7 @@ func TestPrivOVSDPDK(t *testing.T) {
 	}
 	before := hugepageState(t)
 	s, _ := Preset(TopoOVSDPDK)
-	for k, v := range map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200"} {
+	for k, v := range map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200", "ring_frames": "1024"} {
 		if err := s.Set(k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +150,10 @@ func TestPrivOVSDPDK(t *testing.T) {
 		typ, err := sw.get(ctx, "Interface", port, "type")
 		if err != nil || typ != "dpdk" {
 			t.Errorf("port %s type %q (%v), want dpdk", port, typ, err)
+		}
+		args, err := sw.get(ctx, "Interface", port, "options:dpdk-devargs")
+		if err != nil || !strings.HasSuffix(args, ",framecnt=1024") {
+			t.Errorf("port %s devargs %q (%v), want framecnt=1024", port, args, err)
 		}
 	}
 
