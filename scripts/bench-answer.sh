@@ -36,8 +36,10 @@ for i in $(seq 1 "$RUNS"); do
   # distance from the median to either end of its CI.
   cells=$(jq -r --argjson p "$PRECISION" '
     [.runs[0].cells[] | select(.n > 0)
-     | {arm, test, metric, ok: ((([.median - .median_ci.low, .median_ci.high - .median] | max) / (if .median < 0 then -.median else .median end)) <= $p)}]
-    | map(select(.metric == ({"tcp_lat":"one_way_mean_us","udp_lat":"one_way_mean_us","tcp_crr":"transactions_per_sec","tcp_bw":"receiver_mbps","udp_bw":"receiver_mbps"}[.test] // .metric)))
+     | select(.metric == ({"tcp_lat":"one_way_mean_us","udp_lat":"one_way_mean_us","tcp_crr":"transactions_per_sec","tcp_bw":"receiver_mbps","udp_bw":"receiver_mbps"}[.test] // .metric))
+     | ([.median - .median_ci.low, .median_ci.high - .median] | max) as $hw
+     | (if .median < 0 then -.median else .median end) as $m
+     | {arm, test, metric, ok: (if $m == 0 then $hw == 0 else ($hw / $m) <= $p end)}]
     | "\(map(select(.ok)) | length)/\(length)"' <<<"$json")
   verdict=$(jq -r '
     [.runs[0].cells[] | select(.arm == "vxlan" and .vs_baseline != null)
