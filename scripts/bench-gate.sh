@@ -16,6 +16,11 @@
 #   base, base    -> cnibench compare base base2  --fail-on RULE   must exit 0
 # RULE_TXN  'slower>5%': the table's tcp_crr cell, transactions per second;
 # RULE_CPU  'tcp_crr/client_cpu_us_per_txn:worse>5%': CPU per transaction.
+# MODE=interleaved instead runs ONE experiment per trial with three arms,
+# interleaved — base (1 rule), slowed (SLOW_POLICIES), same (1 rule) — and
+# gates arm against arm within it (compare R@base R@slowed, R@base R@same):
+# what changes between separate runs on a shared machine then lands on
+# every arm alike.
 # Each trial holds the exclusive CPU lock (/tmp/cnb-cpu.lock) only while it
 # measures (about two minutes), so other work on a shared machine waits
 # between trials rather than disturbing one.
@@ -30,7 +35,13 @@ SLOW_POLICIES=${SLOW_POLICIES:-600}
 RULE_TXN=${RULE_TXN:-slower>5%}
 RULE_CPU=${RULE_CPU:-tcp_crr/client_cpu_us_per_txn:worse>5%}
 LOCK=${LOCK:-/tmp/cnb-cpu.lock}
+# CPUS: the experiments' cpus: setting (none = the scheduler places the
+# client and server; client=0,server=1 pins them).
+CPUS=${CPUS:-none}
+MODE=${MODE:-separate}
+case $MODE in separate | interleaved) ;; *) echo "bench-gate: MODE must be separate or interleaved" >&2; exit 2 ;; esac
 OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-gate.XXXXXX)}
+mkdir -p "$OUT"
 DB=$OUT/gate.db
 [ "$(id -u)" = 0 ] || { echo "bench-gate: needs root (it builds labs)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-gate: $BIN missing; run make build" >&2; exit 1; }
@@ -49,12 +60,29 @@ warmup: $WARMUP
 repeats: $REPEATS
 baseline: pod
 wakeup: none
+cpus: $CPUS
 arms:
   - {name: pod, topology: native, knobs: {policies: "$2", policy_mode: linear}}
 EOF
 }
 experiment bench-gate-base 1
 experiment bench-gate-slowed "$SLOW_POLICIES"
+cat >"$OUT/bench-gate-trial.yaml" <<EOF
+name: bench-gate-trial
+description: bench-gate, interleaved - base (1 rule), slowed ($SLOW_POLICIES rules), same (1 rule)
+tests: [tcp_crr]
+msg_sizes: [1]
+duration: $DURATION
+warmup: $WARMUP
+repeats: $REPEATS
+baseline: base
+wakeup: none
+cpus: $CPUS
+arms:
+  - {name: base, topology: native, knobs: {policies: "1", policy_mode: linear}}
+  - {name: slowed, topology: native, knobs: {policies: "$SLOW_POLICIES", policy_mode: linear}}
+  - {name: same, topology: native, knobs: {policies: "1", policy_mode: linear}}
+EOF
 
 # run NAME: one experiment into $DB; prints the new run's id.
 run() {
@@ -71,8 +99,8 @@ gate() {
   jq -r --arg rc "$rc" --arg m "$5" '.rows[] | select(.metric == $m) | "\($rc) \(.delta_pct * 10 | round / 10) \(if .p < 0.001 then "<0.001" else (.p * 1000 | round / 1000) end)"' "$OUT/$3.json"
 }
 
-echo "bench-gate: tcp_crr on a native lab, $REPEATS × $DURATION per run, wakeup none; slowed = $SLOW_POLICIES"
-echo "  linear policy rules vs 1; $TRIALS trials of 4 runs; rules '$RULE_TXN' and '$RULE_CPU'; results in $OUT"
+echo "bench-gate: tcp_crr on a native lab, $REPEATS × $DURATION per run, wakeup none, cpus $CPUS; slowed = $SLOW_POLICIES"
+echo "  linear policy rules vs 1; $TRIALS trials ($MODE: $([ "$MODE" = separate ] && echo "4 runs" || echo "1 run of 3 arms") each); rules '$RULE_TXN' and '$RULE_CPU'; results in $OUT"
 printf '%-5s %-5s %-34s %-34s\n' trial load "transactions/s: slowed | same" "CPU per txn: slowed | same"
 declare -A miss alarm
 miss=([txn]=0 [cpu]=0); alarm=([txn]=0 [cpu]=0)
@@ -91,8 +119,12 @@ for i in $(seq 1 "$TRIALS"); do
       set -e
       $(declare -f run); BIN='$BIN'; OUT='$OUT'; DB='$DB'
       uptime | sed 's/.*average: //; s/,.*//' >'$OUT/load-$i'
-      a=\$(run bench-gate-base); b=\$(run bench-gate-slowed); c=\$(run bench-gate-base); d=\$(run bench-gate-base)
-      echo \$a \$b \$c \$d"); then
+      if [ $MODE = interleaved ]; then
+        r=\$(run bench-gate-trial); echo \$r@base \$r@slowed \$r@base \$r@same
+      else
+        a=\$(run bench-gate-base); b=\$(run bench-gate-slowed); c=\$(run bench-gate-base); d=\$(run bench-gate-base)
+        echo \$a \$b \$c \$d
+      fi"); then
     echo "trial $i: a run failed (see $OUT/runs.log)"; bad=$((bad + 1)); continue
   fi
   read -r a b c d <<<"$ids"

@@ -76,3 +76,34 @@ func TestCompareGate(t *testing.T) {
 		t.Errorf("--junit without --fail-on: %v", err)
 	}
 }
+
+// REF@ARM: two arms of one run gated against each other. In run "first"
+// vxlan is 3 µs (~29%) slower than host; in "second" the two are equal.
+func TestCompareGateArms(t *testing.T) {
+	db := seedDB(t)
+	out, err := run(t, "compare", "first@host", "first@vxlan", "--db", db, "--fail-on", "slower>5%")
+	var ge *report.GateError
+	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) != 1 || ge.Failed[0].Arm != "host→vxlan" {
+		t.Fatalf("arm vs arm in one run: want one failed cell host→vxlan, got %v (exit %d)\n%s", err, ExitCode(err), out)
+	}
+	if !strings.Contains(out, "host→vxlan") {
+		t.Errorf("the table does not name the pair:\n%s", out)
+	}
+	// The same pair where they are equal passes; an arm against itself
+	// in another run passes; the reverse direction passes (faster).
+	for _, args := range [][]string{
+		{"second@host", "second@vxlan"}, {"first@host", "second@host"}, {"first@vxlan", "first@host"},
+	} {
+		if _, err := run(t, "compare", args[0], args[1], "--db", db, "--fail-on", "slower>5%"); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	// A whole run against one arm compares that arm only.
+	if out, err := run(t, "compare", "second", "first@vxlan", "--db", db, "--fail-on", "slower>5%"); ExitCode(err) != 1 || strings.Contains(out, "│ host ") {
+		t.Errorf("run vs one arm: %v\n%s", err, out)
+	}
+	_, err = run(t, "compare", "first@nope", "first@host", "--db", db)
+	if ExitCode(err) != 2 || !strings.Contains(err.Error(), `no arm "nope"`) || !strings.Contains(err.Error(), "host, vxlan") {
+		t.Errorf("unknown arm: want a usage error listing the arms, got %v", err)
+	}
+}

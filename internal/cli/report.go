@@ -24,7 +24,7 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 // usage marks the errors a user fixes by changing the command line (an
 // unknown run, a missing database) as usage errors; others pass unchanged.
 func usage(err error) error {
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoDatabase) || errors.Is(err, stages.ErrNotProfiled) {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoDatabase) || errors.Is(err, store.ErrNoSuchArm) || errors.Is(err, stages.ErrNotProfiled) {
 		return UsageError{err}
 	}
 	return err
@@ -122,7 +122,9 @@ func newCompareCmd() *cobra.Command {
 		Long: `For every arm, test and message size measured in both runs, print both medians,
 the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
 a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherwise.
-A run is REF (id, name or "last") in --db, or FILE:REF in another results database.`,
+A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
+REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
+one interleaved run, which a drifting machine affects alike (the better gate).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return UsageError{fmt.Errorf("compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`", len(args))}
@@ -143,6 +145,7 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 			if err != nil {
 				return usage(err)
 			}
+			store.PairArms(&a, &b)
 			if gate != nil {
 				gate.AddMetrics(a.Run)
 				gate.AddMetrics(b.Run)

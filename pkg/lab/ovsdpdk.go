@@ -203,7 +203,7 @@ func (b *builder) buildOVSDPDK(ctx context.Context) error {
 		// Each port is its own DPDK virtual device: the vdev name must be
 		// unique within the vswitchd, the iface is the veth's host end.
 		args = append(args, "--", "add-port", br, p.hostIf, "--", "set", "interface", p.hostIf, "type=dpdk",
-			fmt.Sprintf("options:dpdk-devargs=net_af_packet%d,iface=%s", i, p.hostIf),
+			fmt.Sprintf("options:dpdk-devargs=net_af_packet%d,iface=%s,framecnt=%d", i, p.hostIf, d.ringFrames()),
 			"mtu_request="+strconv.Itoa(b.lo.podMTU))
 	}
 	// Without --no-wait ovs-vsctl returns once the vswitchd applied it:

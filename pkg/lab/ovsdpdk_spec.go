@@ -22,6 +22,10 @@ type DPDKSpec struct {
 	// Hugepages counts the 2 MiB pages reserved (vm.nr_hugepages, journaled)
 	// for DPDK while the lab is up; DPDK gets all of them (dpdk-socket-mem).
 	Hugepages int `json:"hugepages"`
+	// RingFrames is the number of frames in each af_packet port's receive
+	// ring and in its transmit ring (DPDK's af_packet framecnt): the
+	// ports' queue size. 0 = DPDK's default (512).
+	RingFrames int `json:"ring_frames,omitempty"`
 }
 
 const (
@@ -29,6 +33,13 @@ const (
 	dpdkMaxSleepUs       = 10000 // OVS 3.1's ceiling for pmd-maxsleep
 	dpdkMaxCPU           = 1023
 	dpdkMaxMTU           = 1500 // af_packet's default 2 KiB frames hold a 1500-byte packet
+	// DPDK's af_packet driver packs two 2 KiB frames per 4 KiB ring block;
+	// a power of two keeps the block count whole. 8192 frames per ring is
+	// 16 MiB of kernel memory per ring, four rings per lab.
+	dpdkMinRingFrames = 64
+	dpdkMaxRingFrames = 8192
+	// dpdkDefaultRingFrames is the af_packet driver's framecnt default.
+	dpdkDefaultRingFrames = 512
 )
 
 func defaultDPDK() *DPDKSpec { return &DPDKSpec{Hugepages: dpdkDefaultHugepages} }
@@ -68,8 +79,22 @@ func (s *Spec) setDPDK(key, value string, bad func() error) error {
 			return bad()
 		}
 		s.DPDK.Hugepages = n
+	case "ring_frames":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < dpdkMinRingFrames || n > dpdkMaxRingFrames || n&(n-1) != 0 {
+			return bad()
+		}
+		s.DPDK.RingFrames = n
 	}
 	return nil
+}
+
+// ringFrames is the framecnt the af_packet ports are given.
+func (d *DPDKSpec) ringFrames() int {
+	if d.RingFrames == 0 {
+		return dpdkDefaultRingFrames
+	}
+	return d.RingFrames
 }
 
 // validateDPDK refuses what the ovs-dpdk lab cannot build: its pods sit on

@@ -17,12 +17,12 @@ func TestDPDKKnobs(t *testing.T) {
 	if s.DPDK == nil || s.DPDK.Hugepages != dpdkDefaultHugepages || s.DPDK.PMDSleepUs != 0 || s.Nodes != 1 {
 		t.Fatalf("preset defaults: %+v %+v", s, s.DPDK)
 	}
-	for k, v := range map[string]string{"pmd_cpus": "0,2-3", "pmd_sleep": "500", "userspace_tso": "on", "hugepages": "300"} {
+	for k, v := range map[string]string{"pmd_cpus": "0,2-3", "pmd_sleep": "500", "userspace_tso": "on", "hugepages": "300", "ring_frames": "2048"} {
 		if err := s.Set(k, v); err != nil {
 			t.Fatalf("%s=%s: %v", k, v, err)
 		}
 	}
-	want := DPDKSpec{PMDCPUs: []int{0, 2, 3}, PMDSleepUs: 500, UserspaceTSO: true, Hugepages: 300}
+	want := DPDKSpec{PMDCPUs: []int{0, 2, 3}, PMDSleepUs: 500, UserspaceTSO: true, Hugepages: 300, RingFrames: 2048}
 	if !reflect.DeepEqual(*s.DPDK, want) {
 		t.Errorf("spec %+v, want %+v", *s.DPDK, want)
 	}
@@ -36,6 +36,8 @@ func TestDPDKKnobs(t *testing.T) {
 		{"ovs-dpdk", "pmd_cpus", "1024", "bad CPU"}, {"ovs-dpdk", "userspace_tso", "maybe", "on or off"},
 		{"ovs-dpdk", "hugepages", "10", "64..8192"}, {"ovs-netdev", "pmd_sleep", "50", "only the ovs-dpdk topology"},
 		{"veth", "hugepages", "256", "only the ovs-dpdk topology"},
+		{"ovs-dpdk", "ring_frames", "32", "power of two 64..8192"}, {"ovs-dpdk", "ring_frames", "1000", "power of two 64..8192"},
+		{"ovs-dpdk", "ring_frames", "16384", "power of two 64..8192"}, {"ovs-netdev", "ring_frames", "512", "only the ovs-dpdk topology"},
 	}
 	for _, c := range bad {
 		s, _ := Preset(c.topo)

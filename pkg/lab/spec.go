@@ -125,6 +125,7 @@ var knobHelp = map[string]string{
 	"pmd_sleep":     "microseconds 0..10000 (ovs-dpdk only: PMD load-based sleeping, pmd-maxsleep; 0 = never sleep)",
 	"userspace_tso": "on or off (ovs-dpdk only: userspace-tso-enable)",
 	"hugepages":     "an integer 64..8192 (ovs-dpdk only: 2 MiB hugepages reserved while the lab is up)",
+	"ring_frames":   "a power of two 64..8192 (ovs-dpdk only: frames in each af_packet port's receive and transmit ring, DPDK framecnt)",
 }
 
 // KnobNames returns the knobs Set accepts, sorted.
@@ -295,7 +296,7 @@ func (s *Spec) Set(key, value string) error {
 			return fmt.Errorf("knob ovs_sock_buf: only the ovs-netdev topology takes it (topology is %s)", s.Topology)
 		}
 		s.OVSSockBuf = n
-	case "pmd_cpus", "pmd_sleep", "userspace_tso", "hugepages":
+	case "pmd_cpus", "pmd_sleep", "userspace_tso", "hugepages", "ring_frames":
 		if err := s.setDPDK(key, value, bad); err != nil {
 			return err
 		}

@@ -67,14 +67,35 @@ type Loaded struct {
 	Samples []Sample
 }
 
-// Load reads the run a reference names and its samples.
+// Load reads the run a reference names and its samples; REF@ARM keeps
+// that arm only (OnlyArm).
 func (s *Sources) Load(ref string) (Loaded, error) {
+	ref, arm := SplitArm(ref)
 	db, ref, err := s.Resolve(ref)
 	if err != nil {
 		return Loaded{}, err
 	}
 	r, ss, err := db.Load(ref)
-	return Loaded{DB: db, Run: r, Samples: ss}, err
+	l := Loaded{DB: db, Run: r, Samples: ss}
+	if err == nil && arm != "" {
+		err = l.OnlyArm(arm, "")
+	}
+	return l, err
+}
+
+// PairArms lets two single-arm loads (REF@ARM each) with different arm
+// names be compared: both are renamed "A→B", so their cells match.
+func PairArms(a, b *Loaded) {
+	if len(a.Run.Arms) != 1 || len(b.Run.Arms) != 1 {
+		return
+	}
+	na, nb := a.Run.Arms[0].Name, b.Run.Arms[0].Name
+	if na == nb {
+		return
+	}
+	// Cannot fail: each run has exactly that arm.
+	_ = a.OnlyArm(na, na+"→"+nb)
+	_ = b.OnlyArm(nb, na+"→"+nb)
 }
 
 // Resolve opens (once) the database a reference names and returns the
@@ -118,3 +139,47 @@ func (r *Run) Rebase(arm string) error {
 	}
 	return fmt.Errorf("--baseline %q: run %s has no such arm (arms: %s)", arm, r.Name, strings.Join(names, ", "))
 }
+
+// SplitArm splits REF@ARM into the run reference and the arm; arm is ""
+// when ref names no arm. An "@" inside a database path (a '/' or ':'
+// after it) is part of the path.
+func SplitArm(ref string) (run, arm string) {
+	i := strings.LastIndex(ref, "@")
+	if i <= 0 || i == len(ref)-1 || strings.ContainsAny(ref[i+1:], "/:") {
+		return ref, ""
+	}
+	return ref[:i], ref[i+1:]
+}
+
+// OnlyArm keeps the run's arm and its samples only, named as (the arm's
+// own name when as is ""), and makes it the baseline. It is how two arms
+// of one interleaved run are compared as if they were two runs: drift
+// between runs — another tenant, a rebuilt lab — lands on both alike.
+func (l *Loaded) OnlyArm(arm, as string) error {
+	if as == "" {
+		as = arm
+	}
+	var names []string
+	for _, a := range l.Run.Arms {
+		names = append(names, a.Name)
+		if a.Name != arm {
+			continue
+		}
+		r := *l.Run
+		a.Name = as
+		r.Arms, r.Baseline = []Arm{a}, as
+		var ss []Sample
+		for _, s := range l.Samples {
+			if s.Arm == arm {
+				s.Arm = as
+				ss = append(ss, s)
+			}
+		}
+		l.Run, l.Samples = &r, ss
+		return nil
+	}
+	return fmt.Errorf("%w: run %s has no arm %q (arms: %s)", ErrNoSuchArm, l.Run.Name, arm, strings.Join(names, ", "))
+}
+
+// ErrNoSuchArm is a REF@ARM whose run lacks the arm.
+var ErrNoSuchArm = errors.New("no such arm")

@@ -67,3 +67,14 @@ func TestSourcesLoad(t *testing.T) {
 		t.Errorf("rebase to an unknown arm: %v", err)
 	}
 }
+
+func TestSplitArm(t *testing.T) {
+	for _, c := range []struct{ in, run, arm string }{
+		{"7@base", "7", "base"}, {"last", "last", ""}, {"db.sqlite:7@vxlan", "db.sqlite:7", "vxlan"},
+		{"/tmp/a@b/r.db:3", "/tmp/a@b/r.db:3", ""}, {"@x", "@x", ""}, {"7@", "7@", ""},
+	} {
+		if r, a := SplitArm(c.in); r != c.run || a != c.arm {
+			t.Errorf("SplitArm(%q) = %q, %q; want %q, %q", c.in, r, a, c.run, c.arm)
+		}
+	}
+}

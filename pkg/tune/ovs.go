@@ -108,15 +108,35 @@ func ovsMap(raw json.RawMessage) (map[string]string, error) {
 	return m, nil
 }
 
-func ovsOtherConfigGet(sock string) (map[string]string, error) {
-	rows, err := ovsdbSelect(sock, "Open_vSwitch", "other_config")
+// ovsOtherConfigGet reads Open_vSwitch.other_config and ovs_version (""
+// when the daemon did not record it).
+func ovsOtherConfigGet(sock string) (map[string]string, string, error) {
+	rows, err := ovsdbSelect(sock, "Open_vSwitch", "other_config", "ovs_version")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(rows) != 1 {
-		return nil, fmt.Errorf("ovsdb: %d Open_vSwitch rows, want 1", len(rows))
+		return nil, "", fmt.Errorf("ovsdb: %d Open_vSwitch rows, want 1", len(rows))
 	}
-	return ovsMap(rows[0]["other_config"])
+	var version string
+	_ = json.Unmarshal(rows[0]["ovs_version"], &version) // an empty set when unset
+	m, err := ovsMap(rows[0]["other_config"])
+	return m, version, err
+}
+
+// ovsKeyFor is the other_config key the running OVS reads for key: OVS 3.1
+// (Debian 12's) calls load-based sleeping's ceiling pmd-maxsleep, 3.2
+// renamed it pmd-sleep-max. Writing the new name into a 3.1 switch would be
+// silently ignored. An unknown version gets the current name.
+func ovsKeyFor(key, version string) string {
+	if key != "pmd-sleep-max" {
+		return key
+	}
+	var major, minor int
+	if n, _ := fmt.Sscanf(version, "%d.%d", &major, &minor); n == 2 && (major < 3 || major == 3 && minor < 2) {
+		return "pmd-maxsleep"
+	}
+	return key
 }
 
 // ovsOtherConfigSet replaces one key (delete then insert, one transaction);
@@ -138,13 +158,13 @@ func ovsOtherConfig(key, title, dflt string, recs map[Profile]Rec, auditOnly boo
 	return &Knob{
 		ID: "ovs." + key, Title: title, Family: "ovs", Scope: ScopeOVS, Risk: risk, Recs: recs,
 		AuditOnly: auditOnly, Why: why, Source: srcDPDK,
-		Access: "OVSDB Open_vSwitch . other_config:" + key + " (JSON-RPC on the ovsdb socket)",
+		Access: "OVSDB Open_vSwitch . other_config:" + key + access(key) + " (JSON-RPC on the ovsdb socket)",
 		Read: func(e *Env) ([]Current, error) {
-			m, err := ovsOtherConfigGet(e.OVSDB)
+			m, version, err := ovsOtherConfigGet(e.OVSDB)
 			if err != nil {
 				return nil, err
 			}
-			v, ok := m[key]
+			v, ok := m[ovsKeyFor(key, version)]
 			if !ok {
 				disp := "(unset)"
 				if dflt != "" {
@@ -161,9 +181,21 @@ func ovsOtherConfig(key, title, dflt string, recs map[Profile]Rec, auditOnly boo
 			return StatusDiffers, rec, ""
 		},
 		Write: func(e *Env, _ string, v string, absent bool) error {
-			return ovsOtherConfigSet(e.OVSDB, key, v, absent)
+			_, version, err := ovsOtherConfigGet(e.OVSDB)
+			if err != nil {
+				return err
+			}
+			return ovsOtherConfigSet(e.OVSDB, ovsKeyFor(key, version), v, absent)
 		},
 	}
+}
+
+// access names the older key a knob falls back to, for the knob's doc.
+func access(key string) string {
+	if k := ovsKeyFor(key, "3.1"); k != key {
+		return " (" + k + " before OVS 3.2)"
+	}
+	return ""
 }
 
 func ovsDatapathKnob() *Knob {

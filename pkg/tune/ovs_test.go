@@ -196,7 +196,7 @@ func TestOVSRealOVSDB(t *testing.T) {
 	if err != nil || len(rep.Changes) != 1 || rep.Failed() != 0 {
 		t.Fatalf("apply: %+v %v", rep, err)
 	}
-	m, err := ovsOtherConfigGet(sock)
+	m, _, err := ovsOtherConfigGet(sock)
 	if err != nil || m["pmd-sleep-max"] != "0" {
 		t.Fatalf("after apply: %v %v", m, err)
 	}
@@ -208,7 +208,42 @@ func TestOVSRealOVSDB(t *testing.T) {
 	if _, _, err := RollbackAll(e, jdir); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := ovsOtherConfigGet(sock); m["pmd-sleep-max"] != "300" {
+	if m, _, _ := ovsOtherConfigGet(sock); m["pmd-sleep-max"] != "300" {
 		t.Errorf("after rollback: %v", m)
+	}
+
+	// A switch that says it is OVS 3.1 (Debian 12's) reads pmd-maxsleep:
+	// the knob writes that key, leaves the newer one alone, and rolls back.
+	if out, err := exec.Command("ovs-vsctl", "--db=unix:"+sock, "--no-wait", "set", "Open_vSwitch", ".", "ovs_version=3.1.0").CombinedOutput(); err != nil {
+		t.Fatalf("ovs-vsctl set ovs_version: %v\n%s", err, out)
+	}
+	if err := ovsOtherConfigSet(sock, "pmd-maxsleep", "200", false); err != nil {
+		t.Fatal(err)
+	}
+	jdir = t.TempDir()
+	if rep, err := Apply(ApplyOptions{Env: e, Profile: Latency, Knobs: []*Knob{k}, JournalDir: jdir}); err != nil || len(rep.Changes) != 1 {
+		t.Fatalf("apply on 3.1: %+v %v", rep, err)
+	}
+	if m, v, _ := ovsOtherConfigGet(sock); m["pmd-maxsleep"] != "0" || m["pmd-sleep-max"] != "300" || v != "3.1.0" {
+		t.Errorf("after apply on 3.1 (%s): %v, want pmd-maxsleep=0 and pmd-sleep-max untouched", v, m)
+	}
+	if _, _, err := RollbackAll(e, jdir); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := ovsOtherConfigGet(sock); len(m) != 2 || m["pmd-sleep-max"] != "300" || m["pmd-maxsleep"] != "200" {
+		t.Errorf("after rollback on 3.1: %v, want pmd-maxsleep=200 back and pmd-sleep-max=300 untouched", m)
+	}
+}
+
+func TestOVSKeyFor(t *testing.T) {
+	for _, c := range []struct{ key, version, want string }{
+		{"pmd-sleep-max", "3.1.0", "pmd-maxsleep"}, {"pmd-sleep-max", "2.17.9", "pmd-maxsleep"},
+		{"pmd-sleep-max", "3.2.0", "pmd-sleep-max"}, {"pmd-sleep-max", "3.10.1", "pmd-sleep-max"},
+		{"pmd-sleep-max", "", "pmd-sleep-max"}, {"pmd-sleep-max", "weird", "pmd-sleep-max"},
+		{"userspace-tso-enable", "3.1.0", "userspace-tso-enable"},
+	} {
+		if got := ovsKeyFor(c.key, c.version); got != c.want {
+			t.Errorf("ovsKeyFor(%q, %q) = %q, want %q", c.key, c.version, got, c.want)
+		}
 	}
 }
