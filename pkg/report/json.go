@@ -1,13 +1,11 @@
 package report
 
 import (
-	"encoding/json"
-	"github.com/cnibench/cnibench/pkg/stages"
-	"io"
 	"math"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 )
 
@@ -149,27 +147,32 @@ func buildJSON(models []*Model) JSONReport {
 				jr.Missing = append(jr.Missing, JSONMissing{k.Arm, k.Test, k.Size, k.Metric, c.Missing})
 				continue
 			}
-			s := c.Summary
-			jc := JSONCell{Arm: k.Arm, Test: k.Test, MsgSize: k.Size, Metric: k.Metric, Unit: c.Unit,
-				HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
-				Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
-				Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
-				Values: c.Values, Flags: append([]string{}, c.Flags...)}
-			if c.Ratio != nil && c.Verdict != nil {
-				v := c.Verdict
-				better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
-				jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
-					P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
-					Verdict: v.Text(better, worse)}
-			}
-			for _, p := range c.CDF {
-				jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})
-			}
-			jr.Cells = append(jr.Cells, jc)
+			jr.Cells = append(jr.Cells, jsonCell(c))
 		}
 		rep.Runs = append(rep.Runs, jr)
 	}
 	return rep
+}
+
+// jsonCell is a cell with values in the JSON document.
+func jsonCell(c *Cell) JSONCell {
+	s := c.Summary
+	jc := JSONCell{Arm: c.Arm, Test: c.Test, MsgSize: c.Size, Metric: c.Metric, Unit: c.Unit,
+		HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
+		Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
+		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
+		Values: c.Values, Flags: append([]string{}, c.Flags...)}
+	if c.Ratio != nil && c.Verdict != nil {
+		v := c.Verdict
+		better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
+		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
+			P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
+			Verdict: v.Text(better, worse)}
+	}
+	for _, p := range c.CDF {
+		jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})
+	}
+	return jc
 }
 
 func nonNilMap(m map[string]string) map[string]string {
@@ -177,10 +180,4 @@ func nonNilMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
-}
-
-func writeJSON(w io.Writer, models []*Model) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(buildJSON(models))
 }

@@ -206,6 +206,11 @@ func (m *Model) Cell(arm, test string, size int, metricName string) *Cell {
 	return m.cells[cellKey{arm, test, size, metricName}]
 }
 
+// cell is arm's cell in a table column, or nil.
+func (m *Model) cell(arm string, col Column) *Cell {
+	return m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+}
+
 // Analyze computes every cell of a run.
 func Analyze(run *store.Run, samples []store.Sample) *Model {
 	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
@@ -656,7 +661,7 @@ func runFlags(run *store.Run, ss []store.Sample, m *Model) []Flag {
 	var noisy, steal int
 	for _, col := range m.Columns {
 		for _, arm := range m.Arms {
-			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			c := m.cell(arm, col)
 			if c == nil {
 				continue
 			}
@@ -703,7 +708,7 @@ func (m *Model) MedianCV() (float64, int) {
 	var cvs []float64
 	for _, col := range m.Columns {
 		for _, arm := range m.Arms {
-			if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
+			if c := m.cell(arm, col); c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
 				cvs = append(cvs, c.Summary.CV)
 			}
 		}
