@@ -263,3 +263,18 @@ func TestPrepareChoosesNodePairByLabel(t *testing.T) {
 		}
 	}
 }
+
+// With several engines, hairpin runs with the built-in engine only (its
+// sidecar server is cnibench's), whatever the order of --engine.
+func TestHairpinWithToolEngines(t *testing.T) {
+	hp := Placement{Scenario: ScenarioHairpin, Hairpin: true, ViaService: true, ClientNode: "a", ServerNode: "a"}
+	engines := []EngineRun{{Name: "iperf3", Tests: []string{"tcp_bw"}}, {Name: EngineBuiltin, Tests: []string{"tcp_bw"}}}
+	pl, skips, steps := planEngines([]Placement{hp}, engines, 1)
+	if pl[0].Skip != "" || len(steps) != 1 || steps[0].Engine != "" || !strings.Contains(skips["hairpin/iperf3"], "sidecar") {
+		t.Errorf("placement %+v skips %v steps %+v", pl[0], skips, steps)
+	}
+	_, _, steps = planEngines([]Placement{hp}, engines[:1], 1)
+	if len(steps) != 0 {
+		t.Errorf("hairpin with iperf3 alone: %+v", steps)
+	}
+}
