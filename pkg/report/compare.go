@@ -113,10 +113,7 @@ type JSONCompareSide struct {
 
 // JSONCompareRow is one arm × test × size × metric in both runs.
 type JSONCompareRow struct {
-	Arm            string           `json:"arm"`
-	Test           string           `json:"test"`
-	MsgSize        int              `json:"msg_size_bytes"`
-	Metric         string           `json:"metric"`
+	CellID
 	Unit           string           `json:"unit"`
 	HigherIsBetter bool             `json:"higher_is_better"`
 	A              *JSONCompareSide `json:"a"` // null: not measured in A (see missing)
@@ -145,7 +142,7 @@ func compareJSON(d *Document) JSONComparison {
 		Rows: []JSONCompareRow{}, Warnings: append([]string{}, d.warningTexts()...)}
 	for _, r := range d.compare {
 		mt := r.Column.metric
-		jr := JSONCompareRow{Arm: r.Arm, Test: r.Test, MsgSize: r.Size, Metric: mt.Name, Unit: mt.Unit,
+		jr := JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
 			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B), Missing: r.Missing}
 		if v := r.Verdict; v != nil {
 			better, worse := verdictWords(mt.Metric)
