@@ -72,14 +72,24 @@ var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
 // CompareFormat is Compare in format table, markdown or json.
 func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
+	d, err := newComparison(format, runA, samplesA, runB, samplesB)
+	if err != nil {
+		return err
+	}
+	return d.Write(w, format)
+}
+
+// newComparison is compare's document of run B against run A, once format
+// is known to be one compare prints and the runs share a compared cell.
+func newComparison(format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (*Document, error) {
 	if !ValidCompareFormat(format) {
-		return fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
+		return nil, fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
 	}
 	rows, mA, mB := Comparison(runA, samplesA, runB, samplesB)
 	if len(rows) == 0 {
-		return fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
+		return nil, fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}
-	return compareDocument(rows, mA, mB).Write(w, format)
+	return compareDocument(rows, mA, mB), nil
 }
 
 // CompareSchema names the JSON document of CompareFormat(…, "json", …).
