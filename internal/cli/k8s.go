@@ -31,7 +31,7 @@ current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 	}
 	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
-		newK8sNodeInfoCmd(), newK8sWaitTCPCmd())
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sToolServerCmd())
 	return cmd
 }
 
@@ -99,6 +99,9 @@ failure and Ctrl-C.`,
 			if err != nil {
 				return err
 			}
+			if cf.image == "" && k8s.NeedsTools(o.Engines) {
+				img = k8s.DefaultToolsImage(img) // as `image build --with-tools` names it
+			}
 			conn, err := cf.connect()
 			if err != nil {
 				return err
@@ -150,7 +153,7 @@ failure and Ctrl-C.`,
 	f.DurationVar(&rf.Duration, "duration", 5*time.Second, "measured time per test and size")
 	f.DurationVar(&rf.Warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
 	f.IntVar(&rf.Parallel, "parallel", 1, "parallel streams/connections")
-	f.StringVar(&rf.Engine, "engine", "", "engine in the client pod: builtin (default) or a driver whose tool is in the image")
+	f.StringVar(&rf.Engine, "engine", "builtin", "builtin, qperf, iperf3 or sockperf (the tools need `cnibench image build --with-tools`); a comma list measures each scenario with each, interleaved: a cross-check")
 	f.BoolVar(&rf.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&rf.Repeats, "repeats", 1, "repeats of every scenario, interleaved")

@@ -248,4 +248,15 @@ func Interleave(placements []Placement, repeats int) []Step {
 type Step struct {
 	Placement
 	Repeat int
+	// Engine is the reference tool the pod measures with; "" is builtin.
+	Engine string `json:"engine,omitempty"`
+	// Arm is the stored arm (ArmName); "" means the scenario.
+	Arm string `json:"arm,omitempty"`
+}
+
+func (s Step) armName() string {
+	if s.Arm != "" {
+		return s.Arm
+	}
+	return s.Scenario
 }

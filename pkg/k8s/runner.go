@@ -37,7 +37,10 @@ type Options struct {
 	// TolerateTaints lets the engine pods onto tainted nodes.
 	TolerateTaints bool
 	Client         ClientArgs
-	Repeats        int
+	// Engines measure every scenario, each with its tests (ParseEngines);
+	// empty means builtin with Client.Tests.
+	Engines []EngineRun
+	Repeats int
 
 	// ReadyTimeout bounds the wait for a server pod to become Ready and for
 	// a client pod to start.
@@ -116,7 +119,11 @@ type Plan struct {
 	Namespace  string      `json:"namespace"`
 	Cluster    *Cluster    `json:"cluster"`
 	Placements []Placement `json:"placements"`
-	Steps      []Step      `json:"-"`
+	Engines    []EngineRun `json:"engines"`
+	// EngineSkips are the (scenario/engine) pairs left out of a scenario
+	// that runs with other engines, and why.
+	EngineSkips map[string]string `json:"engine_skips,omitempty"`
+	Steps       []Step            `json:"-"`
 	// nodes are the Node objects as Prepare read them.
 	nodes []corev1.Node
 }
@@ -144,7 +151,8 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps := Interleave(pl, o.Repeats)
+	engines := o.engines()
+	pl, engineSkips, steps := planEngines(pl, engines, o.Repeats)
 	if len(steps) == 0 {
 		var why []string
 		for _, p := range pl {
@@ -164,7 +172,8 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Steps: steps, nodes: nodes}, nil
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Engines: engines,
+		EngineSkips: engineSkips, Steps: steps, nodes: nodes}, nil
 }
 
 // Sample is the outcome of one client pod.
@@ -263,41 +272,46 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 	}
 	var svcCreated time.Time
 	for _, p := range runnable {
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, ServerPod(po, p), metav1.CreateOptions{}); err != nil {
-			return APIError("create", "server pod for "+p.Scenario, err)
-		}
-		if p.ViaService {
-			// Created after the fillers, so that the node rules that
-			// carry it were written with every filler in place too.
-			if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po), metav1.CreateOptions{}); err != nil {
-				return APIError("create", "service", err)
+		for _, e := range plan.serverEngines(p) {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, serverPodFor(po, p, e), metav1.CreateOptions{}); err != nil {
+				return APIError("create", "server pod for "+p.Scenario, err)
 			}
-			svcCreated = time.Now()
+			if p.ViaService {
+				// Created after the fillers, so that the node rules that
+				// carry it were written with every filler in place too.
+				if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po.forEngine(e)), metav1.CreateOptions{}); err != nil {
+					return APIError("create", "service", err)
+				}
+				svcCreated = time.Now()
+			}
 		}
 	}
 	for _, p := range runnable {
-		name := ServerName(plan.RunID, p.Scenario)
-		pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
-		if err != nil {
-			return fmt.Errorf("%s: server pod %s: %w", p.Scenario, name, err)
-		}
-		targets[p.Scenario] = pod.Status.PodIP
-		if p.ViaService {
-			ip, err := r.waitService(ctx, ns, ServiceName(plan.RunID), pod.Status.PodIP, o.ReadyTimeout)
+		for _, e := range plan.serverEngines(p) {
+			name := serverPodFor(po, p, e).Name
+			pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
 			if err != nil {
-				return fmt.Errorf("%s: %w", p.Scenario, err)
+				return fmt.Errorf("%s: server pod %s: %w", p.Scenario, name, err)
 			}
-			targets[p.Scenario] = ip
-			// No API says a node's service rules are in place; with
-			// thousands of Services writing them takes seconds to
-			// minutes, so ask the client's node itself.
-			if err := r.waitDataplane(ctx, po, p, ip, o.MeasureTimeout); err != nil {
-				return fmt.Errorf("%s: %w", p.Scenario, err)
+			key := targetKey(p.Scenario, e)
+			targets[key] = pod.Status.PodIP
+			if p.ViaService {
+				ip, err := r.waitService(ctx, ns, ServiceName(plan.RunID), pod.Status.PodIP, o.ReadyTimeout)
+				if err != nil {
+					return fmt.Errorf("%s: %w", p.Scenario, err)
+				}
+				targets[key] = ip
+				// No API says a node's service rules are in place; with
+				// thousands of Services writing them takes seconds to
+				// minutes, so ask the client's node itself.
+				if err := r.waitDataplane(ctx, po.forEngine(e), p, ip, o.MeasureTimeout); err != nil {
+					return fmt.Errorf("%s: %w", p.Scenario, err)
+				}
+				fmt.Fprintf(o.Log, "%s: ClusterIP %s answers from %s %.1fs after the Service was created (%d other Services)\n",
+					p.Scenario, ip, p.ClientNode, time.Since(svcCreated).Seconds(), o.Services)
 			}
-			fmt.Fprintf(o.Log, "%s: ClusterIP %s answers from %s %.1fs after the Service was created (%d other Services)\n",
-				p.Scenario, ip, p.ClientNode, time.Since(svcCreated).Seconds(), o.Services)
+			fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[key])
 		}
-		fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[p.Scenario])
 	}
 
 	failed, total := 0, 0
@@ -306,7 +320,7 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), err)
 		}
-		s := r.measure(ctx, po, o, st, targets[st.Scenario])
+		s := r.measure(ctx, po, o, st, targets[targetKey(st.Scenario, st.Engine)])
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
 		}
@@ -317,9 +331,9 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			if firstFail == "" {
 				firstFail = s.Pod + ": " + s.Error
 			}
-			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, s.Error)
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, s.Error)
 		} else {
-			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, len(s.Results), brief(s.Results))
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, len(s.Results), brief(s.Results))
 		}
 		if onSample != nil {
 			if err := onSample(s); err != nil {
@@ -350,7 +364,7 @@ func brief(rs []*result.Result) string {
 func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step, target string) Sample {
 	s := Sample{Step: st, Target: target}
 	// The API rejects a deadline of 0; a sub-second budget still gets one.
-	pod := ClientPod(po, st.Placement, st.Repeat, target, o.Client, max(1, int64(o.MeasureTimeout.Seconds())))
+	pod := ClientPod(po.forEngine(st.Engine), st.Placement, st.Repeat, target, o.clientArgs(st.Engine), max(1, int64(o.MeasureTimeout.Seconds())))
 	s.Pod = pod.Name
 	cs := r.Client
 	if _, err := cs.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -202,6 +202,10 @@ func ServerPod(o PodOptions, p Placement) *corev1.Pod {
 func ClientPod(o PodOptions, p Placement, repeat int, target string, args ClientArgs, deadline int64) *corev1.Pod {
 	pod := o.basePod(ClientName(o.RunID, p.Scenario, repeat), p.Scenario, "client", p, p.ClientNode)
 	pod.Spec.Containers[0].Args = append([]string{"client", "--server", target, "--port", strconv.Itoa(o.port())}, args.Flags()...)
+	if args.Engine != "" && args.Engine != EngineBuiltin {
+		pod.Name = ClientName(o.RunID, p.Scenario+"-"+args.Engine, repeat)
+		toolPod(pod, args.Engine)
+	}
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.ActiveDeadlineSeconds = ptr(deadline)
 	if args.Profile {
