@@ -13,7 +13,7 @@ OUT=${OUT:-docs/reproductions.md}
 [ -x "$BIN" ] || { echo "reproductions: $BIN not built: run make build" >&2; exit 1; }
 
 exps=("$@")
-[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host fastpath kube-proxy-modes network-policy-cost cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace pmd-sleep crosscheck default)
+[ ${#exps[@]} -gt 0 ] || exps=(kube-ovn-default-vs-optimized kube-ovn-overlay-underlay-host fastpath kube-proxy-modes network-policy-cost cilium-tunnel-modes ovs-userspace-udp kernel-vs-userspace pmd-sleep dpdk-rings crosscheck default)
 
 intro() {
   case "$1" in
@@ -93,6 +93,12 @@ T
 PMDs, which load-based sleeping lessens at the cost of wake-up latency". Here: one OVS-DPDK lab
 with `pmd-maxsleep` 0, 50, 200 and 500 µs (knob `pmd_sleep`); tcp_lat and udp_lat at 1 byte
 with ovs-vswitchd's CPU (PMD included) over each measured window beside them.
+T
+  ;;
+  dpdk-rings) cat <<'T'
+**Source:** seed 003 tunes the DPDK ports' queues. Here: one OVS-DPDK lab per arm whose af_packet
+ports have receive and transmit rings of 64, 512 (DPDK's default) and 4,096 frames (knob
+`ring_frames`); udp_bw (loss shows what the rings drop) and tcp_bw at 1 KiB.
 T
   ;;
   crosscheck) cat <<'T'

@@ -37,6 +37,10 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 		{[]string{"--repeats", "0"}, "--repeats"},
 		{[]string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
 		{[]string{"--services", "50001"}, "--services 50001: must be 0-50000"},
+		{[]string{"--engine", "netperf"}, `unknown engine "netperf"`},
+		{[]string{"--engine", "qperf", "--test", "tcp_crr"}, "qperf has no tcp_crr test"},
+		{[]string{"--engine", "builtin,sockperf", "--test", "tcp_lat", "--msg-size", "1"}, "sockperf's smallest message is 14 bytes"},
+		{[]string{"--engine", "builtin,iperf3", "--test", "tcp_lat"}, "--engine iperf3 measures none of --test tcp_lat"},
 	} {
 		_, err := runK8sCLI(t, append([]string{"k8s", "run", "--image", "x:1"}, tc.args...)...)
 		var u UsageError
@@ -76,5 +80,20 @@ func TestImageBuildLeavesNothingOnFailure(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("a failed build left files: %v", entries)
+	}
+}
+
+// A tool missing on this host is the driver's one line, and no archive.
+func TestImageBuildWithToolsNamesMissingTool(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir) // no tool anywhere
+	out := filepath.Join(dir, "img.tar")
+	_, err := runK8sCLI(t, "image", "build", "--with-tools", "-o", out, "--ref", "a:b")
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "is not installed: apt-get install") ||
+		!strings.Contains(err.Error(), "--with-tools") {
+		t.Fatalf("want one line naming the apt package, got %v", err)
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Error("a failed build wrote the archive")
 	}
 }

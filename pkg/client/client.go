@@ -174,6 +174,13 @@ func (p *Plan) one(ctx context.Context, test string, size int) (*result.Result, 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %dB: %w", p.Engine, test, size, err)
 	}
+	if r.Tool.Version == "" {
+		if v, err := p.driver.Version(); err == nil {
+			r.Tool.Version = v
+		} else {
+			r.SetMissing("tool.version", err.Error())
+		}
+	}
 	return r, nil
 }
 

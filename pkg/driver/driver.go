@@ -29,6 +29,31 @@ type Spec struct {
 	// ClientCPU and ServerCPU pin the client's and server's processes
 	// (every thread they start) to one CPU; nil leaves them unpinned.
 	ClientCPU, ServerCPU *int
+	// Persistent asks ServerCommand for a server that serves one client
+	// after another until stopped (see Serve), instead of one that may exit
+	// after its measurement (iperf3 -1).
+	Persistent bool
+}
+
+// CheckSpec verifies that d can run spec as written, without running
+// anything: d has the test, and builds a client command — and, with
+// server, a server command — for it. That is where a tool's own limits
+// live (sockperf's 14-byte and iperf3's 16-byte minimums, qperf's whole
+// seconds). Experiments and `k8s run` check every test and size with it
+// before anything is created.
+func CheckSpec(d Driver, spec Spec, server bool) error {
+	if err := d.Supports(spec.Test); err != nil {
+		return err
+	}
+	if _, err := d.ClientCommand(spec); err != nil {
+		return err
+	}
+	if server {
+		if _, err := d.ServerCommand(spec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Driver builds commands for one tool and parses what they print.

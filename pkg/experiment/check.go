@@ -67,13 +67,8 @@ func (e *Experiment) checkArm(a *Arm) error {
 		for _, size := range e.Sizes(t) {
 			spec := driver.Spec{Server: server, Test: t, MsgSize: int(size), Duration: time.Duration(e.Duration),
 				Warmup: time.Duration(e.Warmup), Parallel: max(1, e.Parallel), RateBps: e.RateBps}
-			if _, err := d.ClientCommand(spec); err != nil {
+			if err := driver.CheckSpec(d, spec, a.Topology != ""); err != nil {
 				return fmt.Errorf("engine %s, %s at %d bytes: %w", a.Engine, t, size, err)
-			}
-			if a.Topology != "" {
-				if _, err := d.ServerCommand(spec); err != nil {
-					return fmt.Errorf("engine %s, %s at %d bytes: %w", a.Engine, t, size, err)
-				}
 			}
 		}
 	}

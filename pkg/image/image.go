@@ -20,8 +20,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 )
@@ -50,6 +52,13 @@ type Options struct {
 	// Ref is the full image reference, e.g. localhost/cnibench:v1. Empty
 	// means DefaultRef of the binary.
 	Ref string
+	// Tools are absolute paths of dynamically linked programs (the
+	// reference tools qperf, iperf3, sockperf) to carry at the same paths,
+	// with their interpreter and every library they load (see Resolver);
+	// empty means the binary alone.
+	Tools []string
+	// Resolver finds the tools' libraries; nil means HostResolver().
+	Resolver *Resolver
 }
 
 // Info describes a written image.
@@ -58,7 +67,15 @@ type Info struct {
 	ManifestDigest string // sha256:… of the manifest, the image's identity
 	LayerSize      int64  // compressed layer size in bytes
 	ArchiveSize    int64
+	// ToolFiles are the files carried for Options.Tools (programs,
+	// interpreter, libraries), as the loader names them; nil without tools.
+	ToolFiles []string
 }
+
+// ToolsTagSuffix ends the default tag of an image built with the tools, so
+// `k8s run --engine qperf` and `image build --with-tools` agree on its name
+// and it never stands in for the plain image.
+const ToolsTagSuffix = "-tools"
 
 // refRE is deliberately stricter than the distribution grammar: lowercase
 // path components and a tag, which is all cnibench needs and rules out
@@ -161,7 +178,19 @@ func Write(w io.Writer, o Options) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read binary: %w", err)
 	}
-	layer, err := layerTar(bin)
+	var extra map[string]fileEntry
+	var toolFiles []string
+	env := []string{"PATH=/"}
+	if len(o.Tools) > 0 {
+		res := o.Resolver
+		if res == nil {
+			res = HostResolver()
+		}
+		if extra, toolFiles, env, err = toolEntries(res, o.Tools); err != nil {
+			return nil, err
+		}
+	}
+	layer, err := layerTar(bin, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +204,7 @@ func Write(w io.Writer, o Options) (*Info, error) {
 		OS:           "linux",
 		Config: containerConfig{
 			Entrypoint: []string{BinaryPath},
-			Env:        []string{"PATH=/"},
+			Env:        env,
 			WorkingDir: "/",
 			Labels:     map[string]string{"org.opencontainers.image.title": "cnibench"},
 		},
@@ -249,26 +278,105 @@ func Write(w io.Writer, o Options) (*Info, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	return &Info{Ref: o.Ref, ManifestDigest: digest(manifest), LayerSize: int64(len(layerGz)), ArchiveSize: cw.n}, nil
+	return &Info{Ref: o.Ref, ManifestDigest: digest(manifest), LayerSize: int64(len(layerGz)), ArchiveSize: cw.n, ToolFiles: toolFiles}, nil
+}
+
+// toolEntries resolves every tool's closure and returns the layer entries
+// that carry it, the files (as the loader names them) and the image's
+// environment: PATH with the tools' directories after "/", and
+// LD_LIBRARY_PATH with the libraries' directories, so the image does not
+// depend on a loader cache it does not carry.
+func toolEntries(res *Resolver, tools []string) (map[string]fileEntry, []string, []string, error) {
+	seen := map[string]bool{}
+	var files []string
+	binDirs, libDirs := []string{"/"}, []string{}
+	addDir := func(list *[]string, d string) {
+		for _, x := range *list {
+			if x == d {
+				return
+			}
+		}
+		*list = append(*list, d)
+	}
+	for _, t := range tools {
+		closure, err := res.Closure(t)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("tool %s: %w", t, err)
+		}
+		addDir(&binDirs, path.Dir(t))
+		for _, f := range closure {
+			if f != t {
+				addDir(&libDirs, path.Dir(f))
+			}
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+	}
+	sort.Strings(files)
+	entries, err := collect(res.root(), files)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, clash := entries[strings.TrimPrefix(BinaryPath, "/")]; clash {
+		return nil, nil, nil, fmt.Errorf("a tool's files include %s, which is the cnibench binary's place", BinaryPath)
+	}
+	sort.Strings(libDirs)
+	env := []string{"PATH=" + strings.Join(binDirs, ":")}
+	if len(libDirs) > 0 {
+		env = append(env, "LD_LIBRARY_PATH="+strings.Join(libDirs, ":"))
+	}
+	return entries, files, env, nil
 }
 
 // layerTar is the image's file system: the binary, plus the empty
 // directories a runtime expects to mount over (/proc, /sys, /dev, /etc for
-// the resolv.conf and hosts files the kubelet injects) and a /tmp.
-func layerTar(bin []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	// Sorted by name so the layer does not depend on the order of this list.
-	dirs := []struct {
+// the resolv.conf and hosts files the kubelet injects) and a /tmp, plus
+// extra (the tools' files, see collect). Entries are written sorted by
+// name — a parent directory sorts before what it holds — with the times
+// and owners fixed, so the same inputs give the same bytes.
+func layerTar(bin []byte, extra map[string]fileEntry) ([]byte, error) {
+	all := map[string]fileEntry{}
+	for _, d := range []struct {
 		name string
 		mode int64
-	}{{"dev/", 0o755}, {"etc/", 0o755}, {"proc/", 0o555}, {"sys/", 0o555}, {"tmp/", 0o1777}}
-	if err := writeFile(tw, strings.TrimPrefix(BinaryPath, "/"), 0o755, bin); err != nil {
-		return nil, err
+	}{{"dev/", 0o755}, {"etc/", 0o755}, {"proc/", 0o555}, {"sys/", 0o555}, {"tmp/", 0o1777}} {
+		all[d.name] = fileEntry{Name: d.name, Type: tar.TypeDir, Mode: d.mode}
 	}
-	for _, d := range dirs {
-		if err := tw.WriteHeader(dirHeader(d.name, d.mode)); err != nil {
-			return nil, err
+	for name, e := range extra {
+		if _, ok := all[name]; !ok {
+			all[name] = e
+		}
+	}
+	binName := strings.TrimPrefix(BinaryPath, "/")
+	all[binName] = fileEntry{Name: binName, Type: tar.TypeReg, Mode: 0o755}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range names {
+		e := all[n]
+		var err error
+		switch {
+		case n == binName:
+			err = writeFile(tw, n, e.Mode, bin)
+		case e.Type == tar.TypeDir:
+			err = tw.WriteHeader(dirHeader(n, e.Mode))
+		case e.Type == tar.TypeSymlink:
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: n, Linkname: e.Link, Mode: 0o777,
+				ModTime: time.Unix(0, 0), Uname: "root", Gname: "root", Format: tar.FormatPAX})
+		default:
+			var data []byte
+			if data, err = os.ReadFile(e.Src); err == nil {
+				err = writeFile(tw, n, e.Mode, data)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("layer entry %s: %w", n, err)
 		}
 	}
 	if err := tw.Close(); err != nil {

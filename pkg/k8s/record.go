@@ -45,25 +45,46 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 	if plan.Cluster.Server != "" {
 		r.Labels["k8s.server"] = plan.Cluster.Server
 	}
-	engine := o.Client.Engine
-	if engine == "" {
-		engine = "builtin"
+	engines := plan.engines(o)
+	var names []string
+	for _, e := range engines {
+		names = append(names, e.Name)
 	}
+	r.Labels["k8s.engines"] = strings.Join(names, ",")
+	for k, why := range plan.EngineSkips {
+		r.Labels["skipped."+k] = why
+	}
+	runnable := 0
 	for _, p := range plan.Placements {
 		if p.Skip != "" {
 			r.Labels["skipped."+p.Scenario] = p.Skip
 			continue
 		}
+		runnable++
 		desc := p.Description()
 		if p.ViaService && o.Services > 0 {
 			desc += fmt.Sprintf("; behind %d other Services", o.Services)
 		}
-		r.Arms = append(r.Arms, store.Arm{Name: p.Scenario, Description: desc,
-			Topology: "k8s/" + p.Scenario, Engine: engine})
+		for idx, e := range engines {
+			if _, skipped := plan.EngineSkips[p.Scenario+"/"+e.Name]; skipped {
+				continue
+			}
+			d := desc
+			if len(engines) > 1 {
+				d += "; engine " + e.Name
+			}
+			r.Arms = append(r.Arms, store.Arm{Name: ArmName(p.Scenario, engines, idx), Description: d,
+				Topology: "k8s/" + p.Scenario, Engine: e.Name})
+		}
 		r.Labels["nodes."+p.Scenario] = p.ClientNode + " -> " + p.ServerNode
 		if p.Scenario == ScenarioHost {
 			r.Baseline = ScenarioHost
 		}
+	}
+	// A cross-check of one scenario compares the engines: every arm as a
+	// ratio to the first engine's, as the lab's crosscheck shows them.
+	if len(engines) > 1 && runnable == 1 && len(r.Arms) > 0 {
+		r.Baseline = r.Arms[0].Name
 	}
 	return r
 }
@@ -137,7 +158,7 @@ func StoreSamples(runID int64, s Sample, tests []string, sizes []int, engine str
 	var out []*store.Sample
 	add := func(test string, size int, r *result.Result, errText string) {
 		*seq++
-		out = append(out, &store.Sample{RunID: runID, Seq: *seq, Arm: s.Scenario, Engine: engine,
+		out = append(out, &store.Sample{RunID: runID, Seq: *seq, Arm: s.armName(), Engine: engine,
 			Test: test, MsgSize: size, Repeat: s.Repeat, Result: r, Error: errText})
 	}
 	if s.Error != "" {

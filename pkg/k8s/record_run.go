@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,6 +30,7 @@ type RunFlags struct {
 	Services                   int
 	Engine                     string
 	Profile                    bool
+	AgentCPU                   bool
 }
 
 // Options checks the flags — scenarios, tests, every size for every test
@@ -68,10 +70,14 @@ func (f RunFlags) Options() (Options, []int, error) {
 	case f.Duration <= 0 || f.Warmup < 0:
 		return Options{}, nil, bad("--duration must be positive and --warmup not negative")
 	}
+	engines, err := ParseEngines(f.Engine, ts, sizes, f.Duration, f.Warmup, f.Parallel)
+	if err != nil {
+		return Options{}, nil, err
+	}
 	return Options{
-		Scenarios: sc, Repeats: f.Repeats, Services: f.Services,
+		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, Engines: engines, AgentCPU: f.AgentCPU,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
-			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel, Engine: f.Engine,
+			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel,
 			Profile: f.Profile},
 		// One client pod runs every test and size back to back; the slack
 		// covers pod start, connection setup and a slow node.
@@ -110,7 +116,7 @@ func (r *Runner) Record(ctx context.Context, plan *Plan, o Options, sizes []int,
 	seq := 0
 	runErr := r.Execute(ctx, plan, o, func(s Sample) error {
 		rec.Samples = append(rec.Samples, s)
-		made := StoreSamples(rec.RunID, s, o.Client.Tests, sizes, o.Client.Engine, &seq)
+		made := StoreSamples(rec.RunID, s, o.clientArgs(s.Engine).Tests, sizes, s.Engine, &seq)
 		profs := map[int]*store.Profile{}
 		for _, p := range StoreProfiles(rec.RunID, s, made) {
 			profs[p.Seq] = p
@@ -154,6 +160,14 @@ func WriteSkipped(w io.Writer, plan *Plan) {
 		if p.Skip != "" {
 			fmt.Fprintf(w, "%s: skipped: %s\n", p.Scenario, p.Skip)
 		}
+	}
+	keys := make([]string, 0, len(plan.EngineSkips))
+	for k := range plan.EngineSkips {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s: skipped: %s\n", k, plan.EngineSkips[k])
 	}
 }
 

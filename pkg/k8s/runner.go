@@ -34,16 +34,25 @@ type Options struct {
 	// NodeSelector, a label selector ("" = every node), limits the nodes
 	// the run may use.
 	NodeSelector string
+	// ClientSelector and ServerSelector choose the client's and the
+	// server's node by label, as ClientNode and ServerNode do by name.
+	ClientSelector, ServerSelector string
 	// TolerateTaints lets the engine pods onto tainted nodes.
 	TolerateTaints bool
 	Client         ClientArgs
-	Repeats        int
+	// Engines measure every scenario, each with its tests (ParseEngines);
+	// empty means builtin with Client.Tests.
+	Engines []EngineRun
+	Repeats int
 
 	// ReadyTimeout bounds the wait for a server pod to become Ready and for
 	// a client pod to start.
 	ReadyTimeout time.Duration
 	// MeasureTimeout bounds one client pod from start to exit.
 	MeasureTimeout time.Duration
+	// AgentCPU meters the datapath agents of the client's and server's
+	// nodes in every measured window (see agents.go).
+	AgentCPU bool
 	// Services is how many filler Services (see FillerService) the
 	// measured Service sits behind; 0 = none.
 	Services int
@@ -116,7 +125,11 @@ type Plan struct {
 	Namespace  string      `json:"namespace"`
 	Cluster    *Cluster    `json:"cluster"`
 	Placements []Placement `json:"placements"`
-	Steps      []Step      `json:"-"`
+	Engines    []EngineRun `json:"engines"`
+	// EngineSkips are the (scenario/engine) pairs left out of a scenario
+	// that runs with other engines, and why.
+	EngineSkips map[string]string `json:"engine_skips,omitempty"`
+	Steps       []Step            `json:"-"`
 	// nodes are the Node objects as Prepare read them.
 	nodes []corev1.Node
 }
@@ -140,11 +153,41 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
 		}
 	}
-	pl, err := PlanScenarios(o.Scenarios, NodeStatesFor(nodes, sel, o.TolerateTaints), o.ClientNode, o.ServerNode)
+	states := NodeStatesFor(nodes, sel, o.TolerateTaints)
+	cn, sn := o.ClientNode, o.ServerNode
+	for _, role := range []struct {
+		flag, byName, expr string
+		node               *string
+		avoid              func() string
+	}{
+		{"--client-node-selector", "--client-node", o.ClientSelector, &cn, func() string { return "" }},
+		{"--server-node-selector", "--server-node", o.ServerSelector, &sn, func() string { return cn }},
+	} {
+		if role.expr == "" {
+			continue
+		}
+		if *role.node != "" {
+			return nil, &FlagError{fmt.Sprintf("%s and %s: give one of them", role.byName, role.flag)}
+		}
+		rs, err := labels.Parse(role.expr)
+		if err != nil {
+			return nil, &FlagError{fmt.Sprintf("%s %q: %v", role.flag, role.expr, err)}
+		}
+		if *role.node, err = PickNode(role.flag, rs, nodes, states, role.avoid()); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, states, cn, sn)
 	if err != nil {
 		return nil, err
 	}
-	steps := Interleave(pl, o.Repeats)
+	for i := range pl {
+		if pl[i].Hairpin && pl[i].Skip == "" {
+			pl[i].Skip = HairpinSkip(cl.Version)
+		}
+	}
+	engines := o.engines()
+	pl, engineSkips, steps := planEngines(pl, engines, o.Repeats)
 	if len(steps) == 0 {
 		var why []string
 		for _, p := range pl {
@@ -164,7 +207,8 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Steps: steps, nodes: nodes}, nil
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Engines: engines,
+		EngineSkips: engineSkips, Steps: steps, nodes: nodes}, nil
 }
 
 // Sample is the outcome of one client pod.
@@ -261,43 +305,84 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 		d := time.Since(t0)
 		fmt.Fprintf(o.Log, "filler services: %d Services + EndpointSlices created in %.1fs (%s)\n", o.Services, d.Seconds(), fillerRate(o.Services, d))
 	}
-	var svcCreated time.Time
-	for _, p := range runnable {
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, ServerPod(po, p), metav1.CreateOptions{}); err != nil {
-			return APIError("create", "server pod for "+p.Scenario, err)
+	var meters *agentMeters
+	if o.AgentCPU {
+		life := int64(len(plan.Steps))*int64((o.MeasureTimeout+o.ReadyTimeout).Seconds()) + 2*int64(o.ReadyTimeout.Seconds())
+		meters = r.startMeters(ctx, po, nodes, plan.Cluster.Probes, o.ReadyTimeout, life, o.Log)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted while starting the agent meters: %w", err)
 		}
-		if p.ViaService {
-			// Created after the fillers, so that the node rules that
-			// carry it were written with every filler in place too.
-			if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po), metav1.CreateOptions{}); err != nil {
-				return APIError("create", "service", err)
+	}
+	// Scenarios that need the same server share its pod (see serverKey).
+	owner := map[string]string{}    // server key -> scenario whose pod it is
+	serverOf := map[string]string{} // scenario -> that scenario
+	var servers []Placement
+	for _, p := range runnable {
+		if p.Hairpin {
+			continue
+		}
+		k := p.serverKey()
+		if own, ok := owner[k]; ok {
+			serverOf[p.Scenario] = own
+			continue
+		}
+		owner[k], serverOf[p.Scenario] = p.Scenario, p.Scenario
+		servers = append(servers, p)
+	}
+	var svcCreated time.Time
+	for _, p := range servers {
+		for _, e := range plan.serverEngines(p) {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, serverPodFor(po, p, e), metav1.CreateOptions{}); err != nil {
+				return APIError("create", "server pod for "+p.Scenario, err)
 			}
-			svcCreated = time.Now()
+			if p.ViaService {
+				// Created after the fillers, so that the node rules that
+				// carry it were written with every filler in place too.
+				if _, err := cs.CoreV1().Services(ns).Create(ctx, ServiceSpec(po.forEngine(e)), metav1.CreateOptions{}); err != nil {
+					return APIError("create", "service", err)
+				}
+				svcCreated = time.Now()
+			}
+		}
+	}
+	for _, p := range servers {
+		for _, e := range plan.serverEngines(p) {
+			name := serverPodFor(po, p, e).Name
+			pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
+			if err != nil {
+				return fmt.Errorf("%s: server pod %s: %w", p.Scenario, name, err)
+			}
+			key := targetKey(p.Scenario, e)
+			targets[key] = pod.Status.PodIP
+			if p.ViaService {
+				ip, err := r.waitService(ctx, ns, ServiceName(plan.RunID), pod.Status.PodIP, o.ReadyTimeout)
+				if err != nil {
+					return fmt.Errorf("%s: %w", p.Scenario, err)
+				}
+				targets[key] = ip
+				// No API says a node's service rules are in place; with
+				// thousands of Services writing them takes seconds to
+				// minutes, so ask the client's node itself.
+				if err := r.waitDataplane(ctx, po.forEngine(e), p, ip, o.MeasureTimeout); err != nil {
+					return fmt.Errorf("%s: %w", p.Scenario, err)
+				}
+				fmt.Fprintf(o.Log, "%s: ClusterIP %s answers from %s %.1fs after the Service was created (%d other Services)\n",
+					p.Scenario, ip, p.ClientNode, time.Since(svcCreated).Seconds(), o.Services)
+			}
+			fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[key])
 		}
 	}
 	for _, p := range runnable {
-		name := ServerName(plan.RunID, p.Scenario)
-		pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
-		if err != nil {
-			return fmt.Errorf("%s: server pod %s: %w", p.Scenario, name, err)
+		own := serverOf[p.Scenario]
+		if own == "" || own == p.Scenario {
+			continue
 		}
-		targets[p.Scenario] = pod.Status.PodIP
-		if p.ViaService {
-			ip, err := r.waitService(ctx, ns, ServiceName(plan.RunID), pod.Status.PodIP, o.ReadyTimeout)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p.Scenario, err)
-			}
-			targets[p.Scenario] = ip
-			// No API says a node's service rules are in place; with
-			// thousands of Services writing them takes seconds to
-			// minutes, so ask the client's node itself.
-			if err := r.waitDataplane(ctx, po, p, ip, o.MeasureTimeout); err != nil {
-				return fmt.Errorf("%s: %w", p.Scenario, err)
-			}
-			fmt.Fprintf(o.Log, "%s: ClusterIP %s answers from %s %.1fs after the Service was created (%d other Services)\n",
-				p.Scenario, ip, p.ClientNode, time.Since(svcCreated).Seconds(), o.Services)
+		// The sharer has the owner's engines: only the service scenario
+		// (its own key) skips engines.
+		for _, e := range plan.serverEngines(p) {
+			targets[targetKey(p.Scenario, e)] = targets[targetKey(own, e)]
 		}
-		fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[p.Scenario])
+		fmt.Fprintf(o.Log, "%s: measures against the server of %s, target %s\n", p.Scenario, own, targets[targetKey(own, "")])
 	}
 
 	failed, total := 0, 0
@@ -306,20 +391,28 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), err)
 		}
-		s := r.measure(ctx, po, o, st, targets[st.Scenario])
+		var s Sample
+		if st.Hairpin {
+			s = r.measureHairpin(ctx, po, o, st)
+		} else {
+			s = r.measure(ctx, po, o, st, targets[targetKey(st.Scenario, st.Engine)])
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
 		}
 		s.Seq = i + 1
+		if meters != nil && s.Error == "" {
+			meters.fold(ctx, r, ns, &s)
+		}
 		total++
 		if s.Error != "" {
 			failed++
 			if firstFail == "" {
 				firstFail = s.Pod + ": " + s.Error
 			}
-			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, s.Error)
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, s.Error)
 		} else {
-			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.Scenario, st.Repeat, len(s.Results), brief(s.Results))
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, len(s.Results), brief(s.Results))
 		}
 		if onSample != nil {
 			if err := onSample(s); err != nil {
@@ -346,11 +439,28 @@ func brief(rs []*result.Result) string {
 	return ""
 }
 
+// measureHairpin runs one hairpin repeat: its Service, then its pod.
+func (r *Runner) measureHairpin(ctx context.Context, po PodOptions, o Options, st Step) Sample {
+	ip, del, err := r.hairpinTarget(ctx, po, st.Repeat)
+	if err != nil {
+		return Sample{Step: st, Pod: ClientName(po.RunID, st.Scenario, st.Repeat), Error: err.Error()}
+	}
+	defer del()
+	return r.measure(ctx, po, o, st, ip)
+}
+
 // measure runs one client pod to completion and reads its results.
 func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step, target string) Sample {
 	s := Sample{Step: st, Target: target}
 	// The API rejects a deadline of 0; a sub-second budget still gets one.
-	pod := ClientPod(po, st.Placement, st.Repeat, target, o.Client, max(1, int64(o.MeasureTimeout.Seconds())))
+	deadline := max(1, int64(o.MeasureTimeout.Seconds()))
+	pod := ClientPod(po.forEngine(st.Engine), st.Placement, st.Repeat, target, o.clientArgs(st.Engine), deadline)
+	if st.Hairpin {
+		// The wait for the ClusterIP happens before the pod counts as
+		// started, so it shares the ready timeout. Its server is the
+		// built-in engine's (engineSkip keeps the tools off hairpin).
+		pod = HairpinPod(po, st.Placement, st.Repeat, target, o.clientArgs(st.Engine), deadline+int64(o.ReadyTimeout.Seconds()), o.ReadyTimeout)
+	}
 	s.Pod = pod.Name
 	cs := r.Client
 	if _, err := cs.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -156,6 +156,11 @@ func TestPrivOVSDPDK(t *testing.T) {
 			t.Errorf("port %s devargs %q (%v), want framecnt=1024", port, args, err)
 		}
 	}
+	// The kernel's side of ring_frames: each port's packet socket maps its
+	// receive and transmit rings in one region, 2 × 1024 frames of 2 KiB.
+	if rings := packetRings(t, filepath.Join(sw.dir, "ovs-vswitchd.pid")); len(rings) != 2 || rings[0] != 2*1024*2048 || rings[1] != rings[0] {
+		t.Errorf("ovs-vswitchd's packet ring mappings %v bytes, want two of %d (ring_frames=1024)", rings, 2*1024*2048)
+	}
 
 	m := l.DatapathMeter()
 	if m == nil {
@@ -320,4 +325,33 @@ func TestPrivOVSNetdevMeter(t *testing.T) {
 	if d.PMDSeconds != nil || d.PMDBusyPct != nil || missing["pmd_seconds"] == "" || missing["pmd_busy_pct"] == "" {
 		t.Errorf("no PMD on ovs-netdev: want PMD figures missing with reasons, got %+v %v", d, missing)
 	}
+}
+
+// packetRings returns the sizes of the socket mappings (packet rings) of
+// the process in pidfile, from /proc/PID/maps.
+func packetRings(t *testing.T, pidfile string) []uint64 {
+	t.Helper()
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, ln := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(ln)
+		if len(f) < 6 || !strings.HasPrefix(f[5], "socket:[") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		a, err1 := strconv.ParseUint(lo, 16, 64)
+		z, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("maps line %q", ln)
+		}
+		out = append(out, z-a)
+	}
+	return out
 }

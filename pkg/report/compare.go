@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -73,118 +72,24 @@ var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
 // CompareFormat is Compare in format table, markdown or json.
 func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
-	switch format {
-	case FormatTable, FormatMarkdown, FormatJSON:
-	default:
-		return fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
+	d, err := newComparison(format, runA, samplesA, runB, samplesB)
+	if err != nil {
+		return err
+	}
+	return d.Write(w, format)
+}
+
+// newComparison is compare's document of run B against run A, once format
+// is known to be one compare prints and the runs share a compared cell.
+func newComparison(format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (*Document, error) {
+	if !ValidCompareFormat(format) {
+		return nil, fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
 	}
 	rows, mA, mB := Comparison(runA, samplesA, runB, samplesB)
 	if len(rows) == 0 {
-		return fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
+		return nil, fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}
-	warn := compareWarnings(mA, mB)
-	if format == FormatJSON {
-		return writeCompareJSON(w, rows, mA, mB, warn)
-	}
-	md := format == FormatMarkdown
-	var b strings.Builder
-	if md {
-		fmt.Fprintf(&b, "- **A**: %s  \n  %s\n", mdEscape(runLine(runA)), mdEscape(fingerprintLine(runA.Host)))
-		fmt.Fprintf(&b, "- **B**: %s  \n  %s\n\n", mdEscape(runLine(runB)), mdEscape(fingerprintLine(runB.Host)))
-	} else {
-		fmt.Fprintf(&b, "A: %s\n   %s\n", runLine(runA), fingerprintLine(runA.Host))
-		fmt.Fprintf(&b, "B: %s\n   %s\n\n", runLine(runB), fingerprintLine(runB.Host))
-	}
-	g := grid{Header: []string{"arm", "test", "size", "metric", "A median ±CI", "B median ±CI", "Δ (%)", "p", "verdict (B vs A)"},
-		Right: []bool{false, false, true, false, true, true, true, true, false}}
-	var n notes
-	for _, r := range rows {
-		cells := []gcell{{Text: r.Arm}, {Text: r.Test}, {Text: FormatSize(r.Size)},
-			{Text: fmt.Sprintf("%s (%s)", r.Column.metric.Label, displayUnit(r.Column.metric.Unit))}}
-		cells = append(cells, cmpValue(r.A, r.Column), cmpValue(r.B, r.Column))
-		if r.Verdict == nil {
-			cells = append(cells, gcell{Text: "—"}, gcell{Text: "—"}, gcell{Text: "—", Note: n.add(r.Missing)})
-		} else {
-			better, worse := verdictWords(r.Column.metric.Metric)
-			cells = append(cells, gcell{Text: fmt.Sprintf("%+.1f", r.Verdict.DeltaPct)},
-				gcell{Text: stats.FormatP(r.Verdict.Test.P)}, gcell{Text: r.Verdict.Text(better, worse)})
-		}
-		g.Rows = append(g.Rows, cells)
-	}
-	// Compare shows raw metric units (no Gb/s scaling per column): both
-	// runs' values sit in one column.
-	legendLine := fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g, on the repeats of each cell; Δ = (median B − median A) / median A.", stats.Alpha)
-	if md {
-		mdTable(&b, g)
-		fmt.Fprintf(&b, "\n%s\n", legendLine)
-		if len(warn) > 0 {
-			b.WriteString("\n**Warnings**\n\n")
-			for _, s := range warn {
-				fmt.Fprintf(&b, "- ⚠ %s\n", mdEscape(s))
-			}
-		}
-		if len(n.list) > 0 {
-			b.WriteString("\n")
-			for i, t := range n.list {
-				fmt.Fprintf(&b, "[^%d]: %s\n", i+1, mdEscape(t))
-			}
-		}
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	b.WriteString(textTable(g, func(c gcell) string {
-		if c.Note > 0 {
-			return fmt.Sprintf("%s [%d]", c.Text, c.Note)
-		}
-		return c.Text
-	}))
-	fmt.Fprintln(&b, legendLine)
-	if len(n.list) > 0 {
-		fmt.Fprintln(&b, "\nNotes:")
-		for i, t := range n.list {
-			fmt.Fprintln(&b, wrap(fmt.Sprintf("  [%d] %s", i+1, t), 100, "      "))
-		}
-	}
-	if len(warn) > 0 {
-		fmt.Fprintln(&b, "\nWarnings:")
-		for _, s := range warn {
-			fmt.Fprintln(&b, wrap("  ! "+s, 100, "    "))
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func compareWarnings(mA, mB *Model) []string {
-	var warn []string
-	for _, x := range []struct {
-		tag string
-		m   *Model
-	}{{"A", mA}, {"B", mB}} {
-		for _, f := range x.m.Flags {
-			warn = append(warn, x.tag+": "+f.Message)
-		}
-	}
-	if fa, fb := mA.Run.Host, mB.Run.Host; fa.Kernel != fb.Kernel || fa.CPUModel != fb.CPUModel || fa.Hostname != fb.Hostname {
-		warn = append(warn, "the runs were taken on different hosts or kernels: a difference may be the environment, not the datapath")
-	}
-	return warn
-}
-
-func cmpValue(c *Cell, col Column) gcell {
-	if c == nil || len(c.Values) == 0 {
-		return gcell{Text: "—"}
-	}
-	med := c.Summary.Median
-	dec := decimals(med)
-	s := formatFixed(med, dec)
-	if c.Summary.N >= 2 {
-		s += " ±" + formatFixed(c.Summary.MedianCI.HalfWidth(med), dec)
-	}
-	if len(c.Flags) > 0 {
-		s += " [" + strings.Join(c.Flags, ", ") + "]"
-	}
-	return gcell{Text: s}
+	return compareDocument(rows, mA, mB), nil
 }
 
 // CompareSchema names the JSON document of CompareFormat(…, "json", …).
@@ -218,10 +123,7 @@ type JSONCompareSide struct {
 
 // JSONCompareRow is one arm × test × size × metric in both runs.
 type JSONCompareRow struct {
-	Arm            string           `json:"arm"`
-	Test           string           `json:"test"`
-	MsgSize        int              `json:"msg_size_bytes"`
-	Metric         string           `json:"metric"`
+	CellID
 	Unit           string           `json:"unit"`
 	HigherIsBetter bool             `json:"higher_is_better"`
 	A              *JSONCompareSide `json:"a"` // null: not measured in A (see missing)
@@ -243,15 +145,14 @@ func compareSide(c *Cell) *JSONCompareSide {
 		CV: num(c.Summary.CV), Flags: append([]string{}, c.Flags...)}
 }
 
-func writeCompareJSON(w io.Writer, rows []ComparisonRow, mA, mB *Model, warn []string) error {
-	doc := JSONComparison{Schema: CompareSchema,
-		A:        JSONCompareRun{mA.Run.ID, mA.Run.Name, mA.Run.Complete, mA.Run.Host},
-		B:        JSONCompareRun{mB.Run.ID, mB.Run.Name, mB.Run.Complete, mB.Run.Host},
-		Rows:     []JSONCompareRow{},
-		Warnings: append([]string{}, warn...)}
-	for _, r := range rows {
+// compareJSON is the JSON form of a comparison's document.
+func compareJSON(d *Document) JSONComparison {
+	side := func(m *Model) JSONCompareRun { return JSONCompareRun{m.Run.ID, m.Run.Name, m.Run.Complete, m.Run.Host} }
+	doc := JSONComparison{Schema: CompareSchema, A: side(d.models[0]), B: side(d.models[1]),
+		Rows: []JSONCompareRow{}, Warnings: append([]string{}, d.warningTexts()...)}
+	for _, r := range d.compare {
 		mt := r.Column.metric
-		jr := JSONCompareRow{Arm: r.Arm, Test: r.Test, MsgSize: r.Size, Metric: mt.Name, Unit: mt.Unit,
+		jr := JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
 			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B), Missing: r.Missing}
 		if v := r.Verdict; v != nil {
 			better, worse := verdictWords(mt.Metric)
@@ -260,7 +161,5 @@ func writeCompareJSON(w io.Writer, rows []ComparisonRow, mA, mB *Model, warn []s
 		}
 		doc.Rows = append(doc.Rows, jr)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return doc
 }

@@ -21,43 +21,39 @@ func csvNum(p *float64) string {
 	return strconv.FormatFloat(*p, 'g', 10, 64)
 }
 
+// writeCSV prints the cells of the document's runs, a row per cell in the
+// report's order (the figures of the JSON document), then the run's CPU
+// by stage.
 func writeCSV(w io.Writer, models []*Model) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
 		return err
 	}
-	rep := buildJSON(models)
-	for _, r := range rep.Runs {
+	for _, m := range models {
+		r := m.Run
 		id := strconv.FormatInt(r.ID, 10)
-		rows := map[[4]string][]string{}
-		var order [][4]string
-		for _, c := range r.Cells {
-			row := []string{id, r.Name, r.Host.Hostname, r.Host.Kernel, c.Arm, c.Test, strconv.Itoa(c.MsgSize), c.Metric, c.Unit,
-				csvNum(c.Median), csvNum(c.MedianCI.Low), csvNum(c.MedianCI.High), strconv.FormatFloat(c.MedianCI.Level, 'g', 6, 64),
-				strconv.Itoa(c.N), strconv.Itoa(c.Failed), csvNum(c.Mean), csvNum(c.Stddev), csvNum(c.CV),
-				"", "", "", "", "", strings.Join(c.Flags, ";"), ""}
-			if v := c.VsBaseline; v != nil {
-				row[18], row[19], row[20], row[21], row[22] = csvNum(v.Ratio), csvNum(v.RatioCI.Low), csvNum(v.RatioCI.High), csvNum(v.P), v.Verdict
+		for _, k := range m.Keys {
+			c := m.cells[k]
+			row := make([]string, len(CSVHeader))
+			copy(row, []string{id, r.Name, r.Host.Hostname, r.Host.Kernel, k.Arm, k.Test, strconv.Itoa(k.Size), k.Metric})
+			if len(c.Values) == 0 {
+				row[13], row[24] = "0", c.Missing
+			} else {
+				j := jsonCell(c)
+				copy(row[8:], []string{j.Unit, csvNum(j.Median), csvNum(j.MedianCI.Low), csvNum(j.MedianCI.High),
+					strconv.FormatFloat(j.MedianCI.Level, 'g', 6, 64), strconv.Itoa(j.N), strconv.Itoa(j.Failed),
+					csvNum(j.Mean), csvNum(j.Stddev), csvNum(j.CV)})
+				if v := j.VsBaseline; v != nil {
+					copy(row[18:], []string{csvNum(v.Ratio), csvNum(v.RatioCI.Low), csvNum(v.RatioCI.High), csvNum(v.P), v.Verdict})
+				}
+				row[23] = strings.Join(j.Flags, ";")
 			}
-			k := [4]string{c.Arm, c.Test, strconv.Itoa(c.MsgSize), c.Metric}
-			rows[k] = row
-			order = append(order, k)
-		}
-		for _, mi := range r.Missing {
-			row := []string{id, r.Name, r.Host.Hostname, r.Host.Kernel, mi.Arm, mi.Test, strconv.Itoa(mi.MsgSize), mi.Metric, "",
-				"", "", "", "", "0", "", "", "", "", "", "", "", "", "", "", mi.Reason}
-			k := [4]string{mi.Arm, mi.Test, strconv.Itoa(mi.MsgSize), mi.Metric}
-			rows[k] = row
-			order = append(order, k)
-		}
-		// Report order (the model's), not values-first-then-missing.
-		for _, k := range modelOrder(models, r.ID, order) {
-			if err := cw.Write(rows[k]); err != nil {
+			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
-		if r.Stages != nil {
-			for _, s := range r.Stages.Rows() {
+		if m.Stages != nil {
+			for _, s := range m.Stages.Rows() {
 				row := make([]string, len(CSVHeader))
 				copy(row, []string{id, r.Name, r.Host.Hostname, r.Host.Kernel, s.Arm, s.Test, strconv.Itoa(s.MsgSize), s.Metric, s.Unit,
 					strconv.FormatFloat(s.Value, 'g', 6, 64)})
@@ -70,27 +66,4 @@ func writeCSV(w io.Writer, models []*Model) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-// modelOrder sorts keys in the order the run's model lists its cells.
-func modelOrder(models []*Model, runID int64, keys [][4]string) [][4]string {
-	for _, m := range models {
-		if m.Run.ID != runID {
-			continue
-		}
-		var out [][4]string
-		have := map[[4]string]bool{}
-		for _, k := range keys {
-			have[k] = true
-		}
-		for _, ck := range m.Keys {
-			k := [4]string{ck.Arm, ck.Test, strconv.Itoa(ck.Size), ck.Metric}
-			if have[k] {
-				out = append(out, k)
-				delete(have, k)
-			}
-		}
-		return out
-	}
-	return keys
 }

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -63,10 +62,7 @@ type HistoryRun struct {
 
 // HistorySeries is one table cell across the runs.
 type HistorySeries struct {
-	Arm            string `json:"arm"`
-	Test           string `json:"test"`
-	MsgSize        int    `json:"msg_size_bytes"`
-	Metric         string `json:"metric"`
+	CellID
 	Header         string `json:"header"` // the report's column header, e.g. "tcp_lat (µs)"
 	Unit           string `json:"unit"`
 	HigherIsBetter bool   `json:"higher_is_better"`
@@ -142,12 +138,12 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 	}
 	for _, col := range columnsFor(models) {
 		for _, arm := range arms {
-			s := HistorySeries{Arm: arm, Test: col.Test, MsgSize: col.Size, Metric: col.metric.Name, Header: col.Header,
+			s := HistorySeries{CellID: CellID{arm, col.Test, col.Size, col.metric.Name}, Header: col.Header,
 				Unit: col.Unit, HigherIsBetter: col.metric.HigherIsBetter}
 			var vals []float64
 			var at []int // run index of each value
 			for i, m := range models {
-				c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+				c := m.cell(arm, col)
 				if c == nil || len(c.Values) == 0 {
 					s.Points = append(s.Points, HistoryPoint{})
 					continue
@@ -213,9 +209,7 @@ func WriteHistory(w io.Writer, format string, h *History) error {
 	case FormatTable:
 		return writeHistoryText(w, h)
 	case FormatJSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(h)
+		return WriteJSON(w, h)
 	case FormatHTML:
 		return writeHistoryHTML(w, h)
 	}
@@ -284,11 +278,20 @@ func (h *History) changeText(c HistoryChange, s HistorySeries) string {
 	return t
 }
 
+// changesText is every change point of a series, "; "-separated.
+func (h *History) changesText(s HistorySeries) string {
+	var parts []string
+	for _, c := range s.ChangePoints {
+		parts = append(parts, h.changeText(c, s))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // hostGrid lists the runs grouped by fingerprint: runs with the same host,
 // kernel, distro, CPU and cnibench are one row, and a new row starts where
 // one of them changed.
-func (h *History) hostGrid() grid {
-	g := grid{Header: []string{"runs", "ids", "host", "distro", "kernel", "CPU", "cnibench", "changed from the previous runs"}}
+func (h *History) hostGrid() Table {
+	g := Table{Header: []string{"runs", "ids", "host", "distro", "kernel", "CPU", "cnibench", "changed from the previous runs"}}
 	for i := 0; i < len(h.Runs); {
 		j := i + 1
 		for j < len(h.Runs) && len(h.Runs[j].Changed) == 0 {
@@ -299,7 +302,7 @@ func (h *History) hostGrid() grid {
 		if j-1 > i {
 			span, ids = fmt.Sprintf("%d–%d", i+1, j), fmt.Sprintf("%d … %d", r.ID, last.ID)
 		}
-		g.Rows = append(g.Rows, []gcell{{Text: span}, {Text: ids}, {Text: orUnknown(r.Host.Hostname)}, {Text: orUnknown(r.Host.Distro)},
+		g.Rows = append(g.Rows, []TableCell{{Text: span}, {Text: ids}, {Text: orUnknown(r.Host.Hostname)}, {Text: orUnknown(r.Host.Distro)},
 			{Text: orUnknown(r.Host.Kernel)}, {Text: orUnknown(r.Host.CPUModel)}, {Text: orUnknown(r.Host.Cnibench)}, {Text: strings.Join(r.Changed, ", ")}})
 		i = j
 	}
@@ -313,9 +316,9 @@ func writeHistoryText(w io.Writer, h *History) error {
 		fmt.Fprintf(&b, ", %s … %s", h.Runs[0].Started.Format("2006-01-02 15:04Z"), h.Runs[n-1].Started.Format("2006-01-02 15:04Z"))
 	}
 	b.WriteString("\n\n")
-	b.WriteString(textTable(h.hostGrid(), func(c gcell) string { return c.Text }))
+	b.WriteString(textTable(h.hostGrid()))
 	b.WriteString("\n")
-	g := grid{Header: []string{"arm", "cell", "runs (oldest → newest)", "first", "last", "change points"},
+	g := Table{Header: []string{"arm", "cell", "runs (oldest → newest)", "first", "last", "change points"},
 		Right: []bool{false, false, false, true, true, false}}
 	for _, s := range h.Series {
 		vals := s.values()
@@ -337,15 +340,11 @@ func writeHistoryText(w io.Writer, h *History) error {
 		case s.NotTested != "":
 			cp = "not tested: " + s.NotTested
 		case len(s.ChangePoints) > 0:
-			var parts []string
-			for _, c := range s.ChangePoints {
-				parts = append(parts, h.changeText(c, s))
-			}
-			cp = strings.Join(parts, "; ")
+			cp = h.changesText(s)
 		}
-		g.Rows = append(g.Rows, []gcell{{Text: s.Arm}, {Text: s.Header}, {Text: Sparkline(vals, cuts)}, {Text: first}, {Text: last}, {Text: cp}})
+		g.Rows = append(g.Rows, []TableCell{{Text: s.Arm}, {Text: s.Header}, {Text: Sparkline(vals, cuts)}, {Text: first}, {Text: last}, {Text: cp}})
 	}
-	b.WriteString(textTable(g, func(c gcell) string { return c.Text }))
+	b.WriteString(textTable(g))
 	fmt.Fprintf(&b, "Each run's median of the cell; │ marks a change point. %s.\n", h.Detector)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -354,7 +353,7 @@ func writeHistoryText(w io.Writer, h *History) error {
 func writeHistoryHTML(w io.Writer, h *History) error {
 	var b strings.Builder
 	title := "cnibench history: " + h.Experiment
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<h1>%s</h1>\n", esc(title), css, esc(title))
+	htmlHead(&b, title)
 	b.WriteString("<h2>Cells across runs</h2>\n")
 	fmt.Fprintf(&b, "<p class=\"legend\">Each run's median with its 95%% confidence interval; red dashed lines: change points (%s); grey dotted lines: the host fingerprint changed.</p>\n", esc(h.Detector))
 	for _, s := range h.Series {
@@ -365,11 +364,7 @@ func writeHistoryHTML(w io.Writer, h *History) error {
 		case s.NotTested != "":
 			cp = "change points not tested: " + s.NotTested
 		case len(s.ChangePoints) > 0:
-			var parts []string
-			for _, c := range s.ChangePoints {
-				parts = append(parts, h.changeText(c, s))
-			}
-			cp = "change points: " + strings.Join(parts, "; ")
+			cp = "change points: " + h.changesText(s)
 		}
 		fmt.Fprintf(&b, "<figcaption>%s: %s.</figcaption>\n</figure>\n", esc(s.name()), esc(cp))
 	}
@@ -410,9 +405,7 @@ func historyChart(h *History, s HistorySeries) string {
 	y := func(v float64) float64 { return top + plotH - v/end*plotH }
 	title := s.name()
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, "<title>%s</title>\n", esc(title))
-	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
+	svgOpen(&b, width, height, left, title)
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y(t), left+plotW, y(t))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">%s</text>`+"\n", left-4, y(t)+4, formatFixed(t, dec))

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
 )
 
 // The HTML report is one file with inline CSS and inline SVG: no scripts,
@@ -34,99 +34,101 @@ var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#
 
 func esc(s string) string { return html.EscapeString(s) }
 
-func writeHTML(w io.Writer, models []*Model) error {
+// writeHTML prints the document as one self-contained page: runs and
+// hosts, each run's arms and warnings, the tables, then the charts.
+func writeHTML(w io.Writer, d *Document) error {
 	var b strings.Builder
-	var n notes
-	title := "cnibench report"
-	if len(models) == 1 {
-		title += ": run " + runLabel(models[0].Run)
-	}
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<h1>%s</h1>\n", esc(title), css, esc(title))
-
+	htmlHead(&b, d.Title)
 	b.WriteString("<h2>Runs and hosts</h2>\n<table>\n<tr><th>run</th><th>kind</th><th>state</th><th>started</th><th>host</th><th>distro</th><th>kernel</th><th>CPU</th><th>cores</th><th>governor</th><th>cnibench</th></tr>\n")
-	for _, m := range models {
-		r, h := m.Run, m.Run.Host
-		state := "complete"
-		if !r.Complete {
-			state = "incomplete"
-		}
-		if r.Status != "" {
-			state += " (" + r.Status + ")"
-		}
+	for _, r := range d.Runs {
+		h := r.Host
 		cores := "unknown"
 		if h.Cores > 0 {
 			cores = fmt.Sprint(h.Cores)
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-			esc(runLabel(r)), esc(r.Kind), esc(state), esc(r.Started.UTC().Format("2006-01-02 15:04:05Z")), esc(orUnknown(h.Hostname)),
-			esc(orUnknown(h.Distro)), esc(orUnknown(h.Kernel)), esc(orUnknown(h.CPUModel)), cores, esc(orUnknown(h.Governor)), esc(orUnknown(h.Cnibench)))
+		b.WriteString("<tr>")
+		for _, c := range []string{r.Label, r.Kind, r.State, r.Started, orUnknown(h.Hostname), orUnknown(h.Distro), orUnknown(h.Kernel),
+			orUnknown(h.CPUModel), cores, orUnknown(h.Governor), orUnknown(h.Cnibench)} {
+			fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+		}
+		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</table>\n")
-	for _, m := range models {
-		if len(m.Run.Arms) > 0 {
-			if len(models) > 1 {
-				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", m.Run.ID)
+	for i, r := range d.Runs {
+		if len(r.Arms) > 0 {
+			if len(d.Runs) > 1 {
+				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", r.ID)
 			}
 			b.WriteString("<ul>\n")
-			for _, l := range armLines(m) {
+			for _, l := range r.Arms {
 				fmt.Fprintf(&b, "<li>%s</li>\n", esc(l))
 			}
 			b.WriteString("</ul>\n")
 		}
-		for _, f := range m.Flags {
-			s := f.Message
-			if len(models) > 1 {
-				s = fmt.Sprintf("run %d: %s", m.Run.ID, s)
-			}
-			fmt.Fprintf(&b, "<p class=\"warn\">⚠ %s</p>\n", esc(s))
-		}
+		htmlWarnings(&b, d.Warnings, i)
 	}
+	htmlWarnings(&b, d.Warnings, -1)
 
 	b.WriteString("<h2>Results</h2>\n")
-	g, cols := mainGrid(models, &n)
-	htmlTable(&b, g)
-	for _, l := range legend(models, cols) {
-		fmt.Fprintf(&b, "<p class=\"legend\">%s</p>\n", esc(l))
+	htmlTable(&b, d.Main)
+	htmlLegend(&b, d.Legend)
+	if v := d.Verdicts; v != nil {
+		fmt.Fprintf(&b, "<h3>Each arm against %s</h3>\n<p class=\"legend\">%s.</p>\n", esc(v.Baseline), esc(v.Method))
+		htmlTable(&b, v.Table)
+		htmlLegend(&b, v.Notes)
 	}
-	if len(models) == 1 {
-		if vg, ok := verdictGrid(models[0]); ok {
-			fmt.Fprintf(&b, "<h3>Each arm against %s</h3>\n<p class=\"legend\">Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference.</p>\n", esc(models[0].Baseline))
-			htmlTable(&b, vg)
-			for _, l := range verdictNotes(models[0]) {
-				fmt.Fprintf(&b, "<p class=\"legend\">%s</p>\n", esc(l))
-			}
-		}
-	}
-	if len(n.list) > 0 {
+	if len(d.Notes) > 0 {
 		b.WriteString("<h3>Notes</h3>\n<ol class=\"legend\">\n")
-		for i, t := range n.list {
+		for i, t := range d.Notes {
 			fmt.Fprintf(&b, "<li id=\"note-%d\">%s</li>\n", i+1, esc(t))
 		}
 		b.WriteString("</ol>\n")
 	}
 
 	b.WriteString("<h2>Charts</h2>\n")
-	for _, col := range cols {
+	for _, c := range d.Bars {
 		b.WriteString("<figure>\n")
-		b.WriteString(barChart(models, col))
-		fmt.Fprintf(&b, "<figcaption>%s: median with its 95%% confidence interval per arm.</figcaption>\n</figure>\n", esc(col.Header))
+		b.WriteString(barSVG(c))
+		fmt.Fprintf(&b, "<figcaption>%s: median with its 95%% confidence interval per arm.</figcaption>\n</figure>\n", esc(c.Title))
 	}
-	for _, gr := range cdfGroups(models) {
+	for _, c := range d.CDFs {
 		b.WriteString("<figure>\n")
-		b.WriteString(cdfChart(models, gr))
-		fmt.Fprintf(&b, "<figcaption>%s %s: round-trip latency CDF of the repeat closest to each arm's median.</figcaption>\n</figure>\n", esc(gr.Test), esc(FormatSize(gr.Size)))
+		b.WriteString(cdfSVG(c))
+		fmt.Fprintf(&b, "<figcaption>%s: round-trip latency CDF of the repeat closest to each arm's median.</figcaption>\n</figure>\n", esc(c.Name))
 	}
-	for _, m := range models {
-		if m.Stages != nil {
-			b.WriteString(m.Stages.HTML())
-		}
+	for _, st := range d.Stages {
+		b.WriteString(st.HTML())
+	}
+	if sc := d.StagesCompared; sc != nil {
+		var t strings.Builder
+		stages.WriteText(&t, sc.Explanations)
+		fmt.Fprintf(&b, "<h2>%s</h2>\n<pre>%s</pre>\n", esc(strings.TrimSuffix(sc.Heading, ":")), esc(t.String()))
 	}
 	b.WriteString("</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func htmlTable(b *strings.Builder, g grid) {
+// htmlHead opens a page: its title, the inline stylesheet, the heading.
+func htmlHead(b *strings.Builder, title string) {
+	fmt.Fprintf(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>%s</title>\n<style>\n%s\n</style>\n</head>\n<body>\n<h1>%s</h1>\n", esc(title), css, esc(title))
+}
+
+func htmlWarnings(b *strings.Builder, ws []Warning, run int) {
+	for _, w := range ws {
+		if w.Run == run {
+			fmt.Fprintf(b, "<p class=\"warn\">⚠ %s</p>\n", esc(w.Text))
+		}
+	}
+}
+
+func htmlLegend(b *strings.Builder, lines []string) {
+	for _, l := range lines {
+		fmt.Fprintf(b, "<p class=\"legend\">%s</p>\n", esc(l))
+	}
+}
+
+func htmlTable(b *strings.Builder, g Table) {
 	b.WriteString("<table>\n<tr>")
 	for _, h := range g.Header {
 		fmt.Fprintf(b, "<th>%s</th>", esc(h))
@@ -139,7 +141,7 @@ func htmlTable(b *strings.Builder, g grid) {
 			if g.right(i) {
 				cls = ` class="num"`
 			}
-			t := esc(c.Text)
+			t := esc(c.String())
 			if c.Note > 0 {
 				t += fmt.Sprintf(`<sup><a href="#note-%d">%d</a></sup>`, c.Note, c.Note)
 			}
@@ -150,31 +152,9 @@ func htmlTable(b *strings.Builder, g grid) {
 	b.WriteString("</table>\n")
 }
 
-// bar is one arm (of one run) in a bar chart.
-type bar struct {
-	Label             string
-	Median, Low, High float64
-	Missing           string
-}
-
-func barChart(models []*Model, col Column) string {
-	var bars []bar
-	for _, m := range models {
-		for _, arm := range m.Arms {
-			label := arm
-			if len(models) > 1 {
-				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
-			}
-			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
-			if c == nil || len(c.Values) == 0 {
-				bars = append(bars, bar{Label: label, Missing: "— not measured"})
-				continue
-			}
-			s := c.Summary
-			bars = append(bars, bar{Label: label, Median: s.Median * col.Scale,
-				Low: s.MedianCI.Low * col.Scale, High: s.MedianCI.High * col.Scale})
-		}
-	}
+// barSVG draws a bar chart: bars at the medians, whiskers at the CI.
+func barSVG(ch BarChart) string {
+	bars := ch.Bars
 	const (
 		width, left, right, top, barH, gap, bottom = 640.0, 170.0, 70.0, 30.0, 18.0, 10.0, 34.0
 	)
@@ -188,15 +168,13 @@ func barChart(models []*Model, col Column) string {
 	plotW := width - left - right
 	x := func(v float64) float64 { return left + v/xmax*plotW }
 	var s strings.Builder
-	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
-	fmt.Fprintf(&s, "<title>%s</title>\n", esc(col.Header))
-	fmt.Fprintf(&s, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(col.Header))
+	svgOpen(&s, width, height, left, ch.Title)
 	axisY := top + float64(len(bars))*(barH+gap)
 	for _, t := range ticks {
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top-4, x(t), axisY)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), axisY+14, formatFixed(t, tickDec))
 	}
-	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, axisY+28, esc(col.Unit))
+	fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", left+plotW/2, axisY+28, esc(ch.Unit))
 	for i, b := range bars {
 		y := top + float64(i)*(barH+gap)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" font-size="12" text-anchor="end">%s</text>`+"\n", left-6, y+barH-5, esc(b.Label))
@@ -205,7 +183,7 @@ func barChart(models []*Model, col Column) string {
 			continue
 		}
 		fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
-			left, y, x(b.Median)-left, barH, palette[i%len(palette)], esc(b.Label), esc(FormatNumber(b.Median)), esc(col.Unit))
+			left, y, x(b.Median)-left, barH, palette[i%len(palette)], esc(b.Label), esc(FormatNumber(b.Median)), esc(ch.Unit))
 		cy := y + barH/2
 		fmt.Fprintf(&s, `<path d="M%.1f %.1fH%.1fM%.1f %.1fV%.1fM%.1f %.1fV%.1f" stroke="#222" stroke-width="1.5" fill="none"/>`+"\n",
 			x(b.Low), cy, x(b.High), x(b.Low), cy-5, cy+5, x(b.High), cy-5, cy+5)
@@ -252,57 +230,17 @@ func tickDecimals(ticks []float64) int {
 	return 6
 }
 
-// cdfGroups are the latency (test, size) groups with at least one CDF.
-func cdfGroups(models []*Model) []group {
-	set := map[group]bool{}
-	for _, m := range models {
-		for k, c := range m.cells {
-			if len(c.CDF) > 0 && k.Metric == primary(k.Test).Name && k.Metric == mOneWay.Name {
-				set[group{k.Test, k.Size}] = true
-			}
-		}
-	}
-	var gs []group
-	for g := range set {
-		gs = append(gs, g)
-	}
-	sortGroups(gs)
-	return gs
+// svgOpen starts a chart: its size, its title for screen readers and
+// tooltips, and the title drawn above the plot at x.
+func svgOpen(b *strings.Builder, width, height, x float64, title string) {
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
+	fmt.Fprintf(b, "<title>%s</title>\n", esc(title))
+	fmt.Fprintf(b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", x, esc(title))
 }
 
-type series struct {
-	Label string
-	Color string // the arm's colour in the bar charts too
-	Pts   []result.CDFPoint
-}
-
-func cdfChart(models []*Model, g group) string {
-	var ss []series
-	var missing []string
-	k := -1 // arm index across models, as in barChart
-	for _, m := range models {
-		for _, arm := range m.Arms {
-			k++
-			label := arm
-			if len(models) > 1 {
-				label = fmt.Sprintf("%d %s", m.Run.ID, arm)
-			}
-			c := m.cells[cellKey{arm, g.Test, g.Size, mOneWay.Name}]
-			if c == nil || len(c.CDF) == 0 {
-				missing = append(missing, label)
-				continue
-			}
-			// The far tail would squash the body of the curve; p99.9 is
-			// the last point drawn.
-			var pts []result.CDFPoint
-			for _, p := range c.CDF {
-				if p.Percentile <= 99.9 {
-					pts = append(pts, p)
-				}
-			}
-			ss = append(ss, series{label, palette[k%len(palette)], pts})
-		}
-	}
+// cdfSVG draws the distributions as lines, percentile over round trip.
+func cdfSVG(ch CDFChart) string {
+	ss, missing := ch.Series, ch.Missing
 	const width, height, left, right, top, bottom = 640.0, 340.0, 56.0, 150.0, 30.0, 40.0
 	xmin, xmax := math.Inf(1), 0.0
 	for _, s := range ss {
@@ -344,11 +282,8 @@ func cdfChart(models []*Model, g group) string {
 		tickText = func(v float64) string { return formatFixed(v, dec) }
 	}
 	y := func(pct float64) float64 { return top + plotH - pct/100*plotH }
-	title := fmt.Sprintf("%s %s round-trip latency CDF", g.Test, FormatSize(g.Size))
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, "<title>%s</title>\n", esc(title))
-	fmt.Fprintf(&b, `<text x="%.1f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc(title))
+	svgOpen(&b, width, height, left, ch.Name+" round-trip latency CDF")
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x(t), top, x(t), top+plotH)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`+"\n", x(t), top+plotH+14, tickText(t))

@@ -1,13 +1,11 @@
 package report
 
 import (
-	"encoding/json"
-	"github.com/cnibench/cnibench/pkg/stages"
-	"io"
 	"math"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 )
 
@@ -56,10 +54,7 @@ type JSONArm struct {
 // JSONCell is the statistics of one arm × test × msg size × metric.
 // Numbers that are undefined (e.g. stddev of one value) are null.
 type JSONCell struct {
-	Arm            string    `json:"arm"`
-	Test           string    `json:"test"`
-	MsgSize        int       `json:"msg_size_bytes"`
-	Metric         string    `json:"metric"`
+	CellID
 	Unit           string    `json:"unit"`
 	HigherIsBetter bool      `json:"higher_is_better"`
 	N              int       `json:"n"`
@@ -105,11 +100,18 @@ type JSONCDF struct {
 
 // JSONMissing says why a cell has no value.
 type JSONMissing struct {
+	CellID
+	Reason string `json:"reason"`
+}
+
+// CellID names a cell in the JSON documents (report, compare, history):
+// arm × test × message size × metric. Embedded first, its fields keep
+// their place in each document.
+type CellID struct {
 	Arm     string `json:"arm"`
 	Test    string `json:"test"`
 	MsgSize int    `json:"msg_size_bytes"`
 	Metric  string `json:"metric"`
-	Reason  string `json:"reason"`
 }
 
 func num(v float64) *float64 {
@@ -146,30 +148,35 @@ func buildJSON(models []*Model) JSONReport {
 		for _, k := range m.Keys {
 			c := m.cells[k]
 			if len(c.Values) == 0 {
-				jr.Missing = append(jr.Missing, JSONMissing{k.Arm, k.Test, k.Size, k.Metric, c.Missing})
+				jr.Missing = append(jr.Missing, JSONMissing{CellID{k.Arm, k.Test, k.Size, k.Metric}, c.Missing})
 				continue
 			}
-			s := c.Summary
-			jc := JSONCell{Arm: k.Arm, Test: k.Test, MsgSize: k.Size, Metric: k.Metric, Unit: c.Unit,
-				HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
-				Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
-				Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
-				Values: c.Values, Flags: append([]string{}, c.Flags...)}
-			if c.Ratio != nil && c.Verdict != nil {
-				v := c.Verdict
-				better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
-				jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
-					P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
-					Verdict: v.Text(better, worse)}
-			}
-			for _, p := range c.CDF {
-				jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})
-			}
-			jr.Cells = append(jr.Cells, jc)
+			jr.Cells = append(jr.Cells, jsonCell(c))
 		}
 		rep.Runs = append(rep.Runs, jr)
 	}
 	return rep
+}
+
+// jsonCell is a cell with values in the JSON document.
+func jsonCell(c *Cell) JSONCell {
+	s := c.Summary
+	jc := JSONCell{CellID: CellID{c.Arm, c.Test, c.Size, c.Metric}, Unit: c.Unit,
+		HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
+		Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
+		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
+		Values: c.Values, Flags: append([]string{}, c.Flags...)}
+	if c.Ratio != nil && c.Verdict != nil {
+		v := c.Verdict
+		better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
+		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
+			P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
+			Verdict: v.Text(better, worse)}
+	}
+	for _, p := range c.CDF {
+		jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})
+	}
+	return jc
 }
 
 func nonNilMap(m map[string]string) map[string]string {
@@ -177,10 +184,4 @@ func nonNilMap(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
-}
-
-func writeJSON(w io.Writer, models []*Model) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(buildJSON(models))
 }

@@ -4,63 +4,68 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/stages"
 )
 
-// writeMarkdown renders GitHub-flavoured markdown: the document-shaped
-// table, the verdicts against the baseline, and footnotes for missing values.
-func writeMarkdown(w io.Writer, models []*Model) error {
+// writeMarkdown prints the document as GitHub-flavoured markdown: one
+// table each (no split by size), warnings, and footnotes for missing values.
+func writeMarkdown(w io.Writer, d *Document) error {
 	var b strings.Builder
-	var n notes
-	if len(models) == 1 {
-		m := models[0]
-		fmt.Fprintf(&b, "### %s\n\n", mdEscape(runLine(m.Run)))
-		fmt.Fprintf(&b, "%s\n\n", mdEscape(fingerprintLine(m.Run.Host)))
-		for _, l := range armLines(m) {
+	if len(d.Runs) == 1 && d.Runs[0].Tag == "" {
+		r := d.Runs[0]
+		fmt.Fprintf(&b, "### %s\n\n", mdEscape(r.Line))
+		fmt.Fprintf(&b, "%s\n\n", mdEscape(r.Fingerprint))
+		for _, l := range r.Arms {
 			fmt.Fprintf(&b, "- %s\n", mdEscape(l))
 		}
-		if len(m.Run.Arms) > 0 {
+		if len(r.Arms) > 0 {
 			b.WriteString("\n")
 		}
 	} else {
-		b.WriteString("### Runs side by side\n\n")
-		for _, m := range models {
-			fmt.Fprintf(&b, "- %s  \n  %s\n", mdEscape(runLine(m.Run)), mdEscape(fingerprintLine(m.Run.Host)))
+		if d.Runs[0].Tag == "" { // a comparison's A and B need no heading
+			b.WriteString("### Runs side by side\n\n")
+		}
+		for _, r := range d.Runs {
+			tag := ""
+			if r.Tag != "" {
+				tag = "**" + r.Tag + "**: "
+			}
+			fmt.Fprintf(&b, "- %s%s  \n  %s\n", tag, mdEscape(r.Line), mdEscape(r.Fingerprint))
 		}
 		b.WriteString("\n")
 	}
-	g, cols := mainGrid(models, &n)
-	mdTable(&b, g)
-	for _, l := range legend(models, cols) {
+	mdTable(&b, d.Main)
+	for _, l := range d.Legend {
 		fmt.Fprintf(&b, "\n%s\n", mdEscape(l))
 	}
-	if len(models) == 1 {
-		if vg, ok := verdictGrid(models[0]); ok {
-			fmt.Fprintf(&b, "\nEach arm against **%s** (Mann–Whitney U, two-sided, α=0.05; n.s. = no significant difference):\n\n", mdEscape(models[0].Baseline))
-			mdTable(&b, vg)
-			for _, l := range verdictNotes(models[0]) {
-				fmt.Fprintf(&b, "\n%s\n", mdEscape(l))
-			}
+	if v := d.Verdicts; v != nil {
+		fmt.Fprintf(&b, "\nEach arm against **%s** (%s):\n\n", mdEscape(v.Baseline), v.Method)
+		mdTable(&b, v.Table)
+		for _, l := range v.Notes {
+			fmt.Fprintf(&b, "\n%s\n", mdEscape(l))
 		}
 	}
-	var warn []string
-	for _, m := range models {
-		for _, f := range m.Flags {
-			s := f.Message
-			if len(models) > 1 {
-				s = fmt.Sprintf("run %d: %s", m.Run.ID, s)
-			}
-			warn = append(warn, s)
-		}
-	}
-	if len(warn) > 0 {
+	if len(d.Warnings) > 0 {
 		b.WriteString("\n**Warnings**\n\n")
-		for _, s := range warn {
+		for _, s := range d.warningTexts() {
 			fmt.Fprintf(&b, "- ⚠ %s\n", mdEscape(s))
 		}
 	}
-	if len(n.list) > 0 {
+	// CPU by stage is a fixed-width text table: fenced, it keeps its columns.
+	for _, st := range d.Stages {
+		b.WriteString("\n```\n")
+		st.WriteText(&b)
+		b.WriteString("```\n")
+	}
+	if sc := d.StagesCompared; sc != nil {
+		fmt.Fprintf(&b, "\n%s\n```\n", sc.Heading)
+		stages.WriteText(&b, sc.Explanations)
+		b.WriteString("```\n")
+	}
+	if len(d.Notes) > 0 {
 		b.WriteString("\n")
-		for i, t := range n.list {
+		for i, t := range d.Notes {
 			fmt.Fprintf(&b, "[^%d]: %s\n", i+1, mdEscape(t))
 		}
 	}
@@ -68,7 +73,7 @@ func writeMarkdown(w io.Writer, models []*Model) error {
 	return err
 }
 
-func mdTable(b *strings.Builder, g grid) {
+func mdTable(b *strings.Builder, g Table) {
 	b.WriteString("|")
 	for _, h := range g.Header {
 		b.WriteString(" " + mdEscape(h) + " |")
@@ -85,7 +90,7 @@ func mdTable(b *strings.Builder, g grid) {
 	for _, r := range g.Rows {
 		b.WriteString("|")
 		for _, c := range r {
-			t := mdEscape(c.Text)
+			t := mdEscape(c.String())
 			if c.Note > 0 {
 				t += fmt.Sprintf("[^%d]", c.Note)
 			}

@@ -206,6 +206,11 @@ func (m *Model) Cell(arm, test string, size int, metricName string) *Cell {
 	return m.cells[cellKey{arm, test, size, metricName}]
 }
 
+// cell is arm's cell in a table column, or nil.
+func (m *Model) cell(arm string, col Column) *Cell {
+	return m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+}
+
 // Analyze computes every cell of a run.
 func Analyze(run *store.Run, samples []store.Sample) *Model {
 	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
@@ -374,6 +379,15 @@ func anyValues(models []*Model, g group, name string) bool {
 	return false
 }
 
+func allKind(models []*Model, kind string) bool {
+	for _, m := range models {
+		if m.Run == nil || m.Run.Kind != kind {
+			return false
+		}
+	}
+	return len(models) > 0
+}
+
 func hasMetric(mts []metric, name string) bool {
 	for _, mt := range mts {
 		if mt.Name == name {
@@ -534,7 +548,12 @@ func columnsFor(models []*Model) []Column {
 		// A userspace datapath's CPU goes beside the engine's wherever an
 		// arm measured one: its cost is not in the engine's figures.
 		if !hasMetric(mts, mDatapathCPU.Name) && anyValues(models, g, mDatapathCPU.Name) {
-			mts = append(mts, mDatapathCPU)
+			mt := mDatapathCPU
+			if allKind(models, store.KindK8s) {
+				// k8s run --agent-cpu: the nodes' agents, not a lab's daemon.
+				mt.Label = "datapath agents CPU"
+			}
+			mts = append(mts, mt)
 		}
 		for _, mt := range mts {
 			col := Column{Test: g.Test, Size: g.Size, metric: mt, Unit: displayUnit(mt.Unit), Scale: 1}
@@ -656,7 +675,7 @@ func runFlags(run *store.Run, ss []store.Sample, m *Model) []Flag {
 	var noisy, steal int
 	for _, col := range m.Columns {
 		for _, arm := range m.Arms {
-			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			c := m.cell(arm, col)
 			if c == nil {
 				continue
 			}
@@ -703,7 +722,7 @@ func (m *Model) MedianCV() (float64, int) {
 	var cvs []float64
 	for _, col := range m.Columns {
 		for _, arm := range m.Arms {
-			if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
+			if c := m.cell(arm, col); c != nil && c.Summary.N >= 2 && !math.IsNaN(c.Summary.CV) {
 				cvs = append(cvs, c.Summary.CV)
 			}
 		}

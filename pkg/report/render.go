@@ -2,13 +2,13 @@ package report
 
 import (
 	"fmt"
-	"github.com/cnibench/cnibench/pkg/stages"
 	"io"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -46,52 +46,11 @@ func RenderRuns(w io.Writer, format string, in []Input) error {
 // RenderRunsStages is RenderRuns with each run's CPU by datapath stage
 // (st[i] for in[i]; nil, or a nil entry, for runs taken without --profile).
 func RenderRunsStages(w io.Writer, format string, in []Input, st []*stages.Report) error {
-	if len(in) == 0 {
-		return fmt.Errorf("report: no run given")
+	d, err := NewDocument(in, st)
+	if err != nil {
+		return err
 	}
-	models := make([]*Model, len(in))
-	for i, x := range in {
-		models[i] = Analyze(x.Run, x.Samples)
-		if i < len(st) {
-			models[i].Stages = st[i]
-		}
-	}
-	switch format {
-	case FormatTable:
-		return writeText(w, models)
-	case FormatMarkdown:
-		return writeMarkdown(w, models)
-	case FormatJSON:
-		return writeJSON(w, models)
-	case FormatCSV:
-		return writeCSV(w, models)
-	case FormatHTML:
-		return writeHTML(w, models)
-	}
-	return fmt.Errorf("unknown report format %q; use one of %s", format, strings.Join(Formats, ", "))
-}
-
-// gcell is one rendered table cell; note > 0 points at a footnote (why the
-// value is missing).
-type gcell struct {
-	Text string
-	Note int
-}
-
-// grid is a table ready for any renderer.
-type grid struct {
-	Header []string
-	Rows   [][]gcell
-	// Right marks right-aligned (numeric) columns; nil means every column
-	// from the first with a unit in its header.
-	Right []bool
-}
-
-func (g grid) right(i int) bool {
-	if g.Right != nil {
-		return i < len(g.Right) && g.Right[i]
-	}
-	return i >= firstValueColumn(g)
+	return d.Write(w, format)
 }
 
 // notes numbers distinct footnote texts.
@@ -112,21 +71,26 @@ func (n *notes) add(text string) int {
 	return len(n.list)
 }
 
-// valueText formats a cell as "median ±CI ×ratio [flags]".
+// valueText formats a cell's value as "median ±CI ×ratio" (its flags are
+// the TableCell's).
 func valueText(c *Cell, col Column) string {
-	med := c.Summary.Median * col.Scale
-	dec := decimals(med)
-	s := formatFixed(med, dec)
-	if c.Summary.N >= 2 {
-		s += " ±" + formatFixed(c.Summary.MedianCI.HalfWidth(c.Summary.Median)*col.Scale, dec)
-	}
+	s := medianText(c.Summary, col.Scale)
 	if c.Ratio != nil && !math.IsNaN(c.Ratio.Value) {
 		s += fmt.Sprintf(" ×%.2f", c.Ratio.Value)
 	}
-	if len(c.Flags) > 0 {
-		s += " [" + strings.Join(c.Flags, ", ") + "]"
-	}
 	return s
+}
+
+// medianText is "median ±half-width of its CI" (the median alone for one
+// value), scaled to the column's unit, in three significant digits.
+func medianText(s stats.Summary, scale float64) string {
+	med := s.Median * scale
+	dec := decimals(med)
+	t := formatFixed(med, dec)
+	if s.N >= 2 {
+		t += " ±" + formatFixed(s.MedianCI.HalfWidth(s.Median)*scale, dec)
+	}
+	return t
 }
 
 // decimals gives three significant digits, as the source documents print
@@ -152,79 +116,10 @@ func (m *Model) armLabel(arm string) string {
 }
 
 func (m *Model) missingNote(arm string, col Column) string {
-	if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil {
+	if c := m.cell(arm, col); c != nil {
 		return c.Missing
 	}
 	return "not measured in this run"
-}
-
-func (m *Model) rowCells(arm string, cols []Column, n *notes) []gcell {
-	var row []gcell
-	for _, col := range cols {
-		c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
-		if c == nil || len(c.Values) == 0 {
-			row = append(row, gcell{Text: "—", Note: n.add(m.missingNote(arm, col))})
-			continue
-		}
-		row = append(row, gcell{Text: valueText(c, col)})
-	}
-	return row
-}
-
-// mainGrid is the document-shaped table of one run, or of several side by side.
-func mainGrid(models []*Model, n *notes) (grid, []Column) {
-	if len(models) == 1 {
-		m := models[0]
-		g := grid{Header: []string{"arm"}}
-		for _, c := range m.Columns {
-			g.Header = append(g.Header, c.Header)
-		}
-		for _, arm := range m.Arms {
-			g.Rows = append(g.Rows, append([]gcell{{Text: m.armLabel(arm)}}, m.rowCells(arm, m.Columns, n)...))
-		}
-		return g, m.Columns
-	}
-	cols := columnsFor(models)
-	g := grid{Header: []string{"run", "host", "distro", "kernel", "arm"}}
-	for _, c := range cols {
-		g.Header = append(g.Header, c.Header)
-	}
-	for _, m := range models {
-		h := m.Run.Host
-		for _, arm := range m.Arms {
-			row := []gcell{{Text: runLabel(m.Run)}, {Text: orUnknown(h.Hostname)}, {Text: orUnknown(h.Distro)},
-				{Text: orUnknown(h.Kernel)}, {Text: m.armLabel(arm)}}
-			g.Rows = append(g.Rows, append(row, m.rowCells(arm, cols, n)...))
-		}
-	}
-	return g, cols
-}
-
-// verdictGrid tests every arm against the baseline, cell by cell.
-func verdictGrid(m *Model) (grid, bool) {
-	if m.Baseline == "" || len(m.Arms) < 2 {
-		return grid{}, false
-	}
-	g := grid{Header: []string{"vs " + m.Baseline}}
-	for _, c := range m.Columns {
-		g.Header = append(g.Header, c.Header)
-	}
-	for _, arm := range m.Arms {
-		if arm == m.Baseline {
-			continue
-		}
-		row := []gcell{{Text: arm}}
-		for _, col := range m.Columns {
-			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
-			if c == nil || c.Verdict == nil {
-				row = append(row, gcell{Text: "—"})
-				continue
-			}
-			row = append(row, gcell{Text: shortVerdict(*c.Verdict, col.metric)})
-		}
-		g.Rows = append(g.Rows, row)
-	}
-	return g, true
 }
 
 // verdictNotes explains verdicts that could not be significant whatever
@@ -234,7 +129,7 @@ func verdictNotes(m *Model) []string {
 	var out []string
 	for _, col := range m.Columns {
 		for _, arm := range m.Arms {
-			c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
+			c := m.cell(arm, col)
 			if c == nil || c.Verdict == nil || c.Verdict.Note == "" || seen[c.Verdict.Note] {
 				continue
 			}
@@ -321,6 +216,16 @@ func sortedKeys(m map[string]string) []string {
 
 // runLine is the one-line identity of a run.
 func runLine(r *store.Run) string {
+	s := fmt.Sprintf("Run %d %s · %s · started %s · %s", r.ID, r.Name, orUnknown(r.Kind),
+		r.Started.UTC().Format("2006-01-02 15:04:05Z"), runState(r))
+	if !r.Finished.IsZero() {
+		s += fmt.Sprintf(" · took %s", r.Finished.Sub(r.Started).Round(1e9))
+	}
+	return s
+}
+
+// runState is "complete" or "incomplete", with the run's status line.
+func runState(r *store.Run) string {
 	state := "complete"
 	if !r.Complete {
 		state = "incomplete"
@@ -328,12 +233,7 @@ func runLine(r *store.Run) string {
 	if r.Status != "" {
 		state += " (" + r.Status + ")"
 	}
-	s := fmt.Sprintf("Run %d %s · %s · started %s · %s", r.ID, r.Name, orUnknown(r.Kind),
-		r.Started.UTC().Format("2006-01-02 15:04:05Z"), state)
-	if !r.Finished.IsZero() {
-		s += fmt.Sprintf(" · took %s", r.Finished.Sub(r.Started).Round(1e9))
-	}
-	return s
+	return state
 }
 
 // armLines describes each arm's topology, engine and knobs, and how it was
@@ -367,7 +267,7 @@ func legend(models []*Model, cols []Column) []string {
 	for _, m := range models {
 		for _, col := range cols {
 			for _, arm := range m.Arms {
-				if c := m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]; c != nil && c.Summary.N >= 2 {
+				if c := m.cell(arm, col); c != nil && c.Summary.N >= 2 {
 					levels[c.Summary.N] = c.Summary.MedianCI.Level
 				}
 			}

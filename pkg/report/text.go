@@ -6,139 +6,128 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 )
 
-// writeText renders the terminal report: aligned tables with go-pretty.
-func writeText(w io.Writer, models []*Model) error {
+// writeText prints the document for a terminal: aligned tables
+// (go-pretty), one per message size where there are several, and lines
+// wrapped at 100 columns.
+func writeText(w io.Writer, d *Document) error {
 	var b strings.Builder
-	var n notes
-	for _, m := range models {
-		fmt.Fprintln(&b, runLine(m.Run))
-		fmt.Fprintln(&b, "  "+fingerprintLine(m.Run.Host))
-		if len(models) == 1 {
-			for _, l := range armLines(m) {
+	for _, r := range d.Runs {
+		prefix, indent := "", "  "
+		if r.Tag != "" {
+			prefix = r.Tag + ": "
+			indent = strings.Repeat(" ", len(prefix))
+		}
+		fmt.Fprintln(&b, prefix+r.Line)
+		fmt.Fprintln(&b, indent+r.Fingerprint)
+		if len(d.Runs) == 1 {
+			for _, l := range r.Arms {
 				fmt.Fprintln(&b, "  arm "+l)
 			}
 		}
 	}
 	fmt.Fprintln(&b)
-	g, cols := mainGrid(models, &n)
-	labelCols := len(g.Header) - len(cols)
-	withNote := func(c gcell) string {
-		if c.Note > 0 {
-			return fmt.Sprintf("%s [%d]", c.Text, c.Note)
-		}
-		return c.Text
-	}
-	for _, part := range splitBySize(g, cols, labelCols) {
-		if part.title != "" {
-			fmt.Fprintln(&b, part.title)
-		}
-		b.WriteString(textTable(part.g, withNote))
-	}
-	for _, l := range legend(models, cols) {
+	textTables(&b, d.Main)
+	for _, l := range d.Legend {
 		fmt.Fprintln(&b, wrap(l, 100, ""))
 	}
-	if len(models) == 1 {
-		if vg, ok := verdictGrid(models[0]); ok {
-			fmt.Fprintf(&b, "\nEach arm against %s (Mann–Whitney U, two-sided, α=%.2g; n.s. = no significant difference):\n", models[0].Baseline, 0.05)
-			for _, part := range splitBySize(vg, models[0].Columns, 1) {
-				if part.title != "" {
-					fmt.Fprintln(&b, part.title)
-				}
-				b.WriteString(textTable(part.g, withNote))
-			}
-			for _, l := range verdictNotes(models[0]) {
-				fmt.Fprintln(&b, wrap(l, 100, ""))
-			}
+	if v := d.Verdicts; v != nil {
+		fmt.Fprintf(&b, "\nEach arm against %s (%s):\n", v.Baseline, v.Method)
+		textTables(&b, v.Table)
+		for _, l := range v.Notes {
+			fmt.Fprintln(&b, wrap(l, 100, ""))
 		}
 	}
-	if len(n.list) > 0 {
+	if len(d.Notes) > 0 {
 		fmt.Fprintln(&b, "\nNotes:")
-		for i, t := range n.list {
+		for i, t := range d.Notes {
 			fmt.Fprintln(&b, wrap(fmt.Sprintf("  [%d] %s", i+1, t), 100, "      "))
 		}
 	}
-	var warn []string
-	for _, m := range models {
-		for _, f := range m.Flags {
-			s := f.Message
-			if len(models) > 1 {
-				s = fmt.Sprintf("run %d: %s", m.Run.ID, s)
-			}
-			warn = append(warn, s)
-		}
-	}
-	if len(warn) > 0 {
+	if len(d.Warnings) > 0 {
 		fmt.Fprintln(&b, "\nWarnings:")
-		for _, s := range warn {
+		for _, s := range d.warningTexts() {
 			fmt.Fprintln(&b, wrap("  ! "+s, 100, "    "))
 		}
 	}
-	for _, m := range models {
-		if m.Stages != nil {
-			fmt.Fprintln(&b)
-			m.Stages.WriteText(&b)
-		}
+	for _, st := range d.Stages {
+		fmt.Fprintln(&b)
+		st.WriteText(&b)
+	}
+	if sc := d.StagesCompared; sc != nil {
+		fmt.Fprintf(&b, "\n%s\n", sc.Heading)
+		stages.WriteText(&b, sc.Explanations)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-type titledGrid struct {
+// textTables prints a table, or one per message size with a title line
+// when its value columns have several.
+func textTables(b *strings.Builder, t Table) {
+	for _, part := range splitBySize(t) {
+		if part.title != "" {
+			fmt.Fprintln(b, part.title)
+		}
+		b.WriteString(textTable(part.t))
+	}
+}
+
+type titledTable struct {
 	title string
-	g     grid
+	t     Table
 }
 
 // splitBySize cuts a table with several message sizes into one table per
 // size, as the Kube-OVN document prints them: twelve value columns do not
 // fit a terminal. Markdown, HTML and CSV keep one table.
-func splitBySize(g grid, cols []Column, labelCols int) []titledGrid {
+func splitBySize(t Table) []titledTable {
 	var sizes []int
 	seen := map[int]bool{}
-	for _, c := range cols {
-		if !seen[c.Size] {
-			seen[c.Size] = true
-			sizes = append(sizes, c.Size)
+	for _, s := range t.Sizes {
+		if !seen[s] {
+			seen[s] = true
+			sizes = append(sizes, s)
 		}
 	}
 	if len(sizes) < 2 {
-		return []titledGrid{{"", g}}
+		return []titledTable{{"", t}}
 	}
 	sort.Ints(sizes)
-	var out []titledGrid
+	var out []titledTable
 	for _, size := range sizes {
-		keep := make([]int, 0, len(g.Header))
-		for i := 0; i < labelCols; i++ {
+		keep := make([]int, 0, len(t.Header))
+		for i := 0; i < t.LabelCols; i++ {
 			keep = append(keep, i)
 		}
-		for i, c := range cols {
-			if c.Size == size {
-				keep = append(keep, labelCols+i)
+		for i, s := range t.Sizes {
+			if s == size {
+				keep = append(keep, t.LabelCols+i)
 			}
 		}
-		sub := grid{}
+		sub := Table{}
 		for _, i := range keep {
-			sub.Header = append(sub.Header, g.Header[i])
-			if g.Right != nil {
-				sub.Right = append(sub.Right, g.Right[i])
-			}
+			sub.Header = append(sub.Header, t.Header[i])
+			sub.Right = append(sub.Right, t.right(i))
 		}
-		for _, r := range g.Rows {
-			var row []gcell
+		for _, r := range t.Rows {
+			var row []TableCell
 			for _, i := range keep {
 				row = append(row, r[i])
 			}
 			sub.Rows = append(sub.Rows, row)
 		}
-		out = append(out, titledGrid{"Message size " + FormatSize(size) + ":", sub})
+		out = append(out, titledTable{"Message size " + FormatSize(size) + ":", sub})
 	}
 	return out
 }
 
-func textTable(g grid, cell func(gcell) string) string {
+// textTable draws a table with go-pretty; a cell's footnote is "[N]" after it.
+func textTable(g Table) string {
 	t := table.NewWriter()
 	t.SetStyle(table.StyleLight)
 	hdr := table.Row{}
@@ -149,7 +138,11 @@ func textTable(g grid, cell func(gcell) string) string {
 	for _, r := range g.Rows {
 		row := table.Row{}
 		for _, c := range r {
-			row = append(row, cell(c))
+			if c.Note > 0 {
+				row = append(row, fmt.Sprintf("%s [%d]", c, c.Note))
+			} else {
+				row = append(row, c.String())
+			}
 		}
 		t.AppendRow(row)
 	}
@@ -163,16 +156,6 @@ func textTable(g grid, cell func(gcell) string) string {
 	t.SetColumnConfigs(cfg)
 	t.Style().Format.Header = text.FormatDefault
 	return t.Render() + "\n"
-}
-
-// firstValueColumn is the index of the first column holding numbers.
-func firstValueColumn(g grid) int {
-	for i, h := range g.Header {
-		if strings.Contains(h, "(") {
-			return i
-		}
-	}
-	return len(g.Header)
 }
 
 // wrap breaks long lines at spaces so notes stay readable in a terminal.

@@ -67,9 +67,14 @@ func firstLine(s string) string {
 }
 
 // ServerCommand implements driver.Driver: a one-off server (`-1`) that exits
-// after serving one test, so nothing outlives the measurement.
+// after serving one test, so nothing outlives the measurement; with
+// spec.Persistent (a Kubernetes server pod, which serves test after test)
+// it keeps serving.
 func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 	argv := []string{"iperf3", "-s", "-1"}
+	if spec.Persistent {
+		argv = argv[:2]
+	}
 	if spec.Port != 0 {
 		argv = append(argv, "-p", driver.Itoa(spec.Port))
 	}
