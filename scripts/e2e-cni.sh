@@ -70,7 +70,7 @@ for CNI in bridge flannel-host-gw flannel-vxlan; do
 
   before=$(rx k8slab-n1)
   step "$CNI: k8s run, all scenarios, $REPEATS repeats"
-  "$BIN" k8s run --image-pull-policy Never --scenarios all --test tcp_lat,tcp_bw --msg-size 1,4K \
+  "$BIN" k8s run --image-pull-policy Never --scenarios default --test tcp_lat,tcp_bw --msg-size 1,4K \
     --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" --json >"$OUT/run-$CNI.json" 2>"$TMP/run-$CNI.log" \
     || { tail -5 "$TMP/run-$CNI.log"; fail "$CNI: k8s run exited non-zero"; }
   after=$(rx k8slab-n1)

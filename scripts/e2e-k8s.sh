@@ -62,9 +62,9 @@ cmp -s "$TMP/cnibench-image.tar" "$TMP/again.tar" || fail "image build is not re
 "$BIN" k8s info | tee "$TMP/info.txt"
 grep -q "Kubernetes v1.31" "$TMP/info.txt" || fail "k8s info: no version"
 
-step "k8s run: all four scenarios, 2 repeats"
+step "k8s run: the four default scenarios, 2 repeats"
 TESTS=tcp_lat,udp_lat,tcp_crr,tcp_bw,udp_bw
-"$BIN" k8s run --image-pull-policy Never --scenarios all --test $TESTS --msg-size 64 \
+"$BIN" k8s run --image-pull-policy Never --scenarios default --test $TESTS --msg-size 64 \
   --duration 1s --warmup 200ms --repeats 2 --json >"$TMP/run.json" 2> >(tee "$TMP/run.log" >&2) \
   || fail "k8s run exited $?"
 NAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/run.json")
@@ -151,7 +151,7 @@ fi
 [ "$(ns_phase cnibench)" != Active ] || fail "failed run left its namespace active"
 
 step "Ctrl-C path: SIGINT during the run deletes what it created"
-"$BIN" k8s run --image-pull-policy Never --scenarios all --test tcp_lat --msg-size 64 --duration 20s \
+"$BIN" k8s run --image-pull-policy Never --scenarios default --test tcp_lat --msg-size 64 --duration 20s \
   --repeats 3 >/dev/null 2>"$TMP/int.log" &
 pid=$!
 for _ in $(seq 1 120); do

@@ -31,7 +31,7 @@ current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 	}
 	cmd.AddCommand(newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
-		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sToolServerCmd())
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd())
 	return cmd
 }
 
@@ -69,6 +69,7 @@ func newK8sRunCmd() *cobra.Command {
 		rf                     k8s.RunFlags
 		clientNode, serverNode string
 		nodeSelector           string
+		clientSel, serverSel   string
 		tolerateTaints         bool
 		readyTimeout           time.Duration
 		dbPath                 string
@@ -84,6 +85,13 @@ interleaved over the repeats, a client pod that measures against it:
   pod-cross-node  on two different nodes (skipped on a one-node cluster)
   host-network    hostNetwork pods on two nodes: the node-to-node baseline
   service         client -> ClusterIP Service -> server pod (across nodes when possible)
+
+and, with --scenarios all or by name, the paths other tools measure:
+
+  pod-to-host     pod -> hostNetwork pod on another node (cilium perf)
+  host-to-pod     hostNetwork pod -> pod on another node (cilium perf)
+  hairpin         a pod -> a ClusterIP Service whose only endpoint is that pod
+                  (kubernetes/perf-tests; the server is a sidecar of the client)
 
 Nodes are picked automatically (the first usable nodes by name) unless
 --client-node / --server-node say otherwise. The engine pods have no
@@ -109,6 +117,7 @@ failure and Ctrl-C.`,
 			o.Namespace, o.Image, o.PullPolicy = cf.namespace, img, pp
 			o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = clientNode, serverNode, readyTimeout, keep, cmd.ErrOrStderr()
 			o.NodeSelector, o.TolerateTaints = nodeSelector, tolerateTaints
+			o.ClientSelector, o.ServerSelector = clientSel, serverSel
 			r := &k8s.Runner{Client: conn.Client, Bulk: conn.Bulk}
 			plan, err := r.Prepare(cmd.Context(), o)
 			if k8s.IsFlagError(err) {
@@ -143,10 +152,12 @@ failure and Ctrl-C.`,
 	}
 	cf.add(cmd, true)
 	f := cmd.Flags()
-	f.StringVar(&rf.Scenarios, "scenarios", strings.Join(k8s.Scenarios, ","), "comma list of scenarios, or all")
+	f.StringVar(&rf.Scenarios, "scenarios", "default", "comma list of scenarios ("+strings.Join(k8s.AllScenarios, ", ")+"); default = "+strings.Join(k8s.Scenarios, ",")+"; or all")
 	f.StringVar(&clientNode, "client-node", "", "node for client pods (default: first usable node)")
 	f.StringVar(&serverNode, "server-node", "", "node for server pods of two-node scenarios (default: next usable node)")
 	f.StringVar(&nodeSelector, "node-selector", "", "use only nodes matching this label selector, e.g. pool=perf")
+	f.StringVar(&clientSel, "client-node-selector", "", "pick the client's node by label selector (the first usable match by name), e.g. zone=a")
+	f.StringVar(&serverSel, "server-node-selector", "", "pick the server's node by label selector (a match other than the client's node when there is one)")
 	f.BoolVar(&tolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
 	f.StringVar(&rf.Tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
 	f.StringVar(&rf.MsgSizes, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
@@ -155,6 +166,7 @@ failure and Ctrl-C.`,
 	f.IntVar(&rf.Parallel, "parallel", 1, "parallel streams/connections")
 	f.StringVar(&rf.Engine, "engine", "builtin", "builtin, qperf, iperf3 or sockperf (the tools need `cnibench image build --with-tools`); a comma list measures each scenario with each, interleaved: a cross-check")
 	f.BoolVar(&rf.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
+	f.BoolVar(&rf.AgentCPU, "agent-cpu", false, "meter the CPU of the datapath agents (flanneld, kube-proxy, ovs-vswitchd, …) on the client's and server's nodes in each measured window (a hostPID, hostNetwork pod per node, as nobody without capabilities)")
 	f.StringVar(&dbPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&rf.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
 	f.IntVar(&rf.Services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
@@ -324,6 +336,26 @@ func newK8sNodeInfoCmd() *cobra.Command {
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc"))
 		},
 	}
+}
+
+// newK8sAgentCPUCmd is what a run's agent meter pods run (--agent-cpu):
+// one JSON line of the node's datapath agents' CPU ticks per interval.
+func newK8sAgentCPUCmd() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:    "agent-cpu",
+		Short:  "Print this node's datapath agents' CPU ticks as a JSON line per interval (the run's agent meter pods)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval < 10*time.Millisecond {
+				return UsageError{fmt.Errorf("--interval %s: must be at least 10ms", interval)}
+			}
+			return k8s.RunAgentMeter(cmd.Context(), cmd.OutOrStdout(), "/proc", interval)
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", k8s.AgentInterval, "time between samples")
+	return cmd
 }
 
 // newK8sWaitTCPCmd is what the service scenario's probe pod runs: it

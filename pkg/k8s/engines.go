@@ -114,6 +114,13 @@ func viaService(e EngineRun) bool { return e.Name != "qperf" }
 // engines ("" = it is). The service scenario has one Service, in front of
 // one server: that of the first engine that can go through it.
 func engineSkip(p Placement, engines []EngineRun, idx int) string {
+	if p.Hairpin {
+		// Each hairpin repeat has a Service of its own (hairpin.go).
+		if engines[idx].IsTool() {
+			return "the hairpin pod's sidecar server is cnibench's own engine"
+		}
+		return ""
+	}
 	if !p.ViaService {
 		return ""
 	}

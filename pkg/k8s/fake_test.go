@@ -43,6 +43,8 @@ type fakeCluster struct {
 	// probe is what every node probe pod prints; the zero value is a
 	// bridge node with kube-proxy in iptables mode.
 	probe *NodeProbe
+	// meter is what an agent meter pod has printed when its log is read.
+	meter func(pod *corev1.Pod) []byte
 }
 
 func readyNode(name, ip string) *corev1.Node {
@@ -136,6 +138,8 @@ func (fc *fakeCluster) createPod(a k8stesting.Action) (bool, runtime.Object, err
 		}
 	case "probe":
 		pod.Status.Phase = corev1.PodSucceeded
+	case "meter":
+		pod.Status.Phase = corev1.PodRunning
 	}
 	return false, nil, nil // let the tracker store the mutated pod
 }
@@ -211,6 +215,12 @@ func (fc *fakeCluster) runner() *Runner {
 		}
 		if pod.Labels[LabelRole] == "probe" {
 			return fc.probeLog(pod), nil
+		}
+		if pod.Labels[LabelRole] == "meter" {
+			if fc.meter == nil {
+				return nil, nil
+			}
+			return fc.meter(pod), nil
 		}
 		if fc.logs != nil {
 			return fc.logs(pod, container)

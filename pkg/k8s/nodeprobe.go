@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,33 +93,19 @@ func kubeProxyMode(ctx context.Context, addr string) (string, string) {
 	return mode, ""
 }
 
-// findAgents lists the Agents running under procRoot, sorted, once each.
+// findAgents lists the Agents running under procRoot, sorted, once each:
+// those in the probe's own network namespace (the node's; see netnsID),
+// or every one when that namespace cannot be told, so that on a machine
+// whose nodes are network namespaces of one kernel (k8slab) a node is not
+// credited with its neighbours' agents or the host's ovs-vswitchd.
 func findAgents(procRoot string) []string {
-	ents, err := os.ReadDir(procRoot)
+	self, err := netnsID(procRoot, "self")
 	if err != nil {
-		return nil
-	}
-	want := map[string]bool{}
-	for _, a := range Agents {
-		// comm holds at most 15 bytes.
-		want[truncate(a, 15)] = true
-	}
-	full := map[string]string{}
-	for _, a := range Agents {
-		full[truncate(a, 15)] = a
+		self = 0
 	}
 	seen := map[string]bool{}
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "comm"))
-		if err != nil {
-			continue
-		}
-		if c := strings.TrimSpace(string(b)); want[c] {
-			seen[full[c]] = true
-		}
+	for _, a := range procAgents(procRoot, self) {
+		seen[a] = true
 	}
 	out := []string{}
 	for a := range seen {

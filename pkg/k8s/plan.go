@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,30 +16,51 @@ const (
 	ScenarioCrossNode = "pod-cross-node"
 	ScenarioHost      = "host-network"
 	ScenarioService   = "service"
+	// The paths other tools measure (cilium perf's pod-to-host and
+	// host-to-pod, kubernetes/perf-tests' hairpin).
+	ScenarioPodToHost = "pod-to-host"
+	ScenarioHostToPod = "host-to-pod"
+	ScenarioHairpin   = "hairpin"
 )
 
-// Scenarios lists every scenario in report order.
+// Scenarios lists the default scenarios in report order: the rows of the
+// source documents' tables.
 var Scenarios = []string{ScenarioSameNode, ScenarioCrossNode, ScenarioHost, ScenarioService}
+
+// AllScenarios is every scenario ("--scenarios all"), in report order.
+var AllScenarios = []string{ScenarioSameNode, ScenarioCrossNode, ScenarioHost, ScenarioService,
+	ScenarioPodToHost, ScenarioHostToPod, ScenarioHairpin}
 
 var scenarioHelp = map[string]string{
 	ScenarioSameNode:  "pod to pod on one node",
 	ScenarioCrossNode: "pod to pod across two nodes",
 	ScenarioHost:      "hostNetwork pods on two nodes: the node-to-node baseline (HOST Network row)",
 	ScenarioService:   "pod to a ClusterIP Service in front of the server pod",
+	ScenarioPodToHost: "pod to a hostNetwork pod on another node",
+	ScenarioHostToPod: "hostNetwork pod to a pod on another node",
+	ScenarioHairpin:   "a pod to a ClusterIP Service whose only endpoint is that pod itself",
 }
 
-// ParseScenarios splits a comma list and checks every name; "" or "all"
-// means every scenario.
+// MinHairpinMinor is the Kubernetes 1.x minor from which the hairpin pod's
+// server can be a native sidecar (an init container that keeps running;
+// on by default since 1.29).
+const MinHairpinMinor = 29
+
+// ParseScenarios splits a comma list and checks every name; "" or
+// "default" means the default scenarios (Scenarios), "all" every one.
 func ParseScenarios(s string) ([]string, error) {
-	if s == "" || s == "all" {
+	switch s {
+	case "", "default":
 		return append([]string(nil), Scenarios...), nil
+	case "all":
+		return append([]string(nil), AllScenarios...), nil
 	}
 	var out []string
 	seen := map[string]bool{}
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(n)
 		if _, ok := scenarioHelp[n]; !ok {
-			return nil, fmt.Errorf("unknown scenario %q; choose from %s", n, strings.Join(Scenarios, ", "))
+			return nil, fmt.Errorf("unknown scenario %q; choose from %s (or default, all)", n, strings.Join(AllScenarios, ", "))
 		}
 		if !seen[n] {
 			seen[n] = true
@@ -50,11 +72,18 @@ func ParseScenarios(s string) ([]string, error) {
 
 // Placement says where one scenario's pods go, or why it is skipped.
 type Placement struct {
-	Scenario    string `json:"scenario"`
-	ClientNode  string `json:"client_node,omitempty"`
-	ServerNode  string `json:"server_node,omitempty"`
-	HostNetwork bool   `json:"host_network,omitempty"`
-	ViaService  bool   `json:"via_service,omitempty"`
+	Scenario   string `json:"scenario"`
+	ClientNode string `json:"client_node,omitempty"`
+	ServerNode string `json:"server_node,omitempty"`
+	// HostNetwork puts both pods on their node's network; ClientHost and
+	// ServerHost only the one side (pod-to-host, host-to-pod).
+	HostNetwork bool `json:"host_network,omitempty"`
+	ClientHost  bool `json:"client_host_network,omitempty"`
+	ServerHost  bool `json:"server_host_network,omitempty"`
+	ViaService  bool `json:"via_service,omitempty"`
+	// Hairpin: the client and the server are one pod (the server a sidecar)
+	// and the client aims at a Service whose only endpoint is that pod.
+	Hairpin bool `json:"hairpin,omitempty"`
 	// Skip is the reason the scenario cannot run here; "" means it runs.
 	Skip string `json:"skip,omitempty"`
 }
@@ -208,6 +237,19 @@ func PlanScenarios(scenarios []string, nodes []NodeState, clientNode, serverNode
 			} else {
 				p.ClientNode, p.ServerNode = a, b
 			}
+		case ScenarioPodToHost, ScenarioHostToPod:
+			// Across nodes, like host-network, so that the three compare
+			// on one node pair.
+			p.ServerHost = s == ScenarioPodToHost
+			p.ClientHost = s == ScenarioHostToPod
+			if twoNodeSkip != "" {
+				p.Skip = twoNodeSkip
+			} else {
+				p.ClientNode, p.ServerNode = a, b
+			}
+		case ScenarioHairpin:
+			p.ViaService, p.Hairpin = true, true
+			p.ClientNode, p.ServerNode = a, a
 		case ScenarioService:
 			// Across nodes when there are two, so that service minus
 			// pod-cross-node is the Service's own cost.
@@ -217,11 +259,76 @@ func PlanScenarios(scenarios []string, nodes []NodeState, clientNode, serverNode
 				p.ServerNode = a
 			}
 		default:
-			return nil, fmt.Errorf("unknown scenario %q; choose from %s", s, strings.Join(Scenarios, ", "))
+			return nil, fmt.Errorf("unknown scenario %q; choose from %s", s, strings.Join(AllScenarios, ", "))
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// PickNode chooses a node by label selector for one role: the first usable
+// node by name whose labels match sel, preferring one other than avoid
+// (the client's node, when choosing the server's). flag names the option
+// in the error when nothing matches.
+func PickNode(flag string, sel labels.Selector, nodes []corev1.Node, states []NodeState, avoid string) (string, error) {
+	lbl := map[string]labels.Set{}
+	for _, n := range nodes {
+		lbl[n.Name] = labels.Set(n.Labels)
+	}
+	var match []string
+	for _, st := range states {
+		if st.Unusable == "" && sel.Matches(lbl[st.Name]) {
+			match = append(match, st.Name)
+		}
+	}
+	if len(match) == 0 {
+		return "", &FlagError{fmt.Sprintf("%s %s: matches no usable node (nodes: %s)", flag, sel.String(), describeNodes(states))}
+	}
+	for _, m := range match {
+		if m != avoid {
+			return m, nil
+		}
+	}
+	return match[0], nil
+}
+
+// clientHostNetwork and serverHostNetwork say whether each side's pod is
+// on its node's network.
+func (p Placement) clientHostNetwork() bool { return p.HostNetwork || p.ClientHost }
+func (p Placement) serverHostNetwork() bool { return p.HostNetwork || p.ServerHost }
+
+// serverKey names the server pod a placement measures against. Scenarios
+// with the same key share one server pod: two hostNetwork servers on one
+// node would both need the engine's port on the node's address, so
+// host-network and pod-to-host must share theirs (and pod-cross-node and
+// host-to-pod may). The service scenario keeps its own server (the
+// Service selects it); hairpin has none (its client pod carries it).
+func (p Placement) serverKey() string {
+	switch {
+	case p.Hairpin:
+		return ""
+	case p.ViaService:
+		return "service"
+	case p.serverHostNetwork():
+		return "host@" + p.ServerNode
+	}
+	return "pod@" + p.ServerNode
+}
+
+// HairpinSkip says why the hairpin scenario cannot run on a cluster of
+// this version ("" = it can): its server is a native sidecar container.
+func HairpinSkip(version string) string {
+	v := strings.TrimPrefix(version, "v")
+	major, rest, _ := strings.Cut(v, ".")
+	minorS, _, _ := strings.Cut(rest, ".")
+	minor, err := strconv.Atoi(strings.TrimRight(minorS, "+"))
+	if major != "1" || err != nil {
+		return ""
+	}
+	if minor < MinHairpinMinor {
+		return fmt.Sprintf("needs native sidecar containers (Kubernetes 1.%d+), the cluster runs %s", MinHairpinMinor, version)
+	}
+	return ""
 }
 
 // Interleave returns the order of measurements: every repeat visits every

@@ -17,8 +17,13 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{ScenarioService, ScenarioSameNode}) {
 		t.Errorf("got %v %v", got, err)
 	}
-	if got, _ := ParseScenarios("all"); !slices.Equal(got, Scenarios) {
+	if got, _ := ParseScenarios("all"); !slices.Equal(got, AllScenarios) || len(got) != 7 {
 		t.Errorf("all: %v", got)
+	}
+	for _, d := range []string{"", "default"} {
+		if got, _ := ParseScenarios(d); !slices.Equal(got, Scenarios) || len(got) != 4 {
+			t.Errorf("%q: %v", d, got)
+		}
 	}
 	if _, err := ParseScenarios("pod-same-node,nodeport"); err == nil || !strings.Contains(err.Error(), `"nodeport"`) || !strings.Contains(err.Error(), "host-network") {
 		t.Errorf("unknown scenario error should name it and the choices: %v", err)

@@ -30,6 +30,7 @@ type RunFlags struct {
 	Services                   int
 	Engine                     string
 	Profile                    bool
+	AgentCPU                   bool
 }
 
 // Options checks the flags — scenarios, tests, every size for every test
@@ -74,7 +75,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 		return Options{}, nil, err
 	}
 	return Options{
-		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, Engines: engines,
+		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, Engines: engines, AgentCPU: f.AgentCPU,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel,
 			Profile: f.Profile},

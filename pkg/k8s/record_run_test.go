@@ -75,7 +75,7 @@ func TestRecordStoresThroughSink(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	ok := RunFlags{Scenarios: "all", Tests: "tcp_lat, udp_bw", MsgSizes: "64,1K", Duration: time.Second, Parallel: 1, Repeats: 2}
 	o, sizes, err := ok.Options()
-	if err != nil || len(o.Scenarios) != len(Scenarios) || len(o.Client.Tests) != 2 || o.Client.MsgSizes != "64,1K" ||
+	if err != nil || len(o.Scenarios) != len(AllScenarios) || len(o.Client.Tests) != 2 || o.Client.MsgSizes != "64,1K" ||
 		sizes[1] != 1024 || o.Client.Duration != "1s" || o.MeasureTimeout != 4*2*time.Second+2*time.Minute {
 		t.Fatalf("%+v %v %v", o, sizes, err)
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	// NodeSelector, a label selector ("" = every node), limits the nodes
 	// the run may use.
 	NodeSelector string
+	// ClientSelector and ServerSelector choose the client's and the
+	// server's node by label, as ClientNode and ServerNode do by name.
+	ClientSelector, ServerSelector string
 	// TolerateTaints lets the engine pods onto tainted nodes.
 	TolerateTaints bool
 	Client         ClientArgs
@@ -47,6 +50,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// MeasureTimeout bounds one client pod from start to exit.
 	MeasureTimeout time.Duration
+	// AgentCPU meters the datapath agents of the client's and server's
+	// nodes in every measured window (see agents.go).
+	AgentCPU bool
 	// Services is how many filler Services (see FillerService) the
 	// measured Service sits behind; 0 = none.
 	Services int
@@ -147,9 +153,38 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
 		}
 	}
-	pl, err := PlanScenarios(o.Scenarios, NodeStatesFor(nodes, sel, o.TolerateTaints), o.ClientNode, o.ServerNode)
+	states := NodeStatesFor(nodes, sel, o.TolerateTaints)
+	cn, sn := o.ClientNode, o.ServerNode
+	for _, role := range []struct {
+		flag, byName, expr string
+		node               *string
+		avoid              func() string
+	}{
+		{"--client-node-selector", "--client-node", o.ClientSelector, &cn, func() string { return "" }},
+		{"--server-node-selector", "--server-node", o.ServerSelector, &sn, func() string { return cn }},
+	} {
+		if role.expr == "" {
+			continue
+		}
+		if *role.node != "" {
+			return nil, &FlagError{fmt.Sprintf("%s and %s: give one of them", role.byName, role.flag)}
+		}
+		rs, err := labels.Parse(role.expr)
+		if err != nil {
+			return nil, &FlagError{fmt.Sprintf("%s %q: %v", role.flag, role.expr, err)}
+		}
+		if *role.node, err = PickNode(role.flag, rs, nodes, states, role.avoid()); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, states, cn, sn)
 	if err != nil {
 		return nil, err
+	}
+	for i := range pl {
+		if pl[i].Hairpin && pl[i].Skip == "" {
+			pl[i].Skip = HairpinSkip(cl.Version)
+		}
 	}
 	engines := o.engines()
 	pl, engineSkips, steps := planEngines(pl, engines, o.Repeats)
@@ -270,8 +305,32 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 		d := time.Since(t0)
 		fmt.Fprintf(o.Log, "filler services: %d Services + EndpointSlices created in %.1fs (%s)\n", o.Services, d.Seconds(), fillerRate(o.Services, d))
 	}
-	var svcCreated time.Time
+	var meters *agentMeters
+	if o.AgentCPU {
+		life := int64(len(plan.Steps))*int64((o.MeasureTimeout+o.ReadyTimeout).Seconds()) + 2*int64(o.ReadyTimeout.Seconds())
+		meters = r.startMeters(ctx, po, nodes, plan.Cluster.Probes, o.ReadyTimeout, life, o.Log)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted while starting the agent meters: %w", err)
+		}
+	}
+	// Scenarios that need the same server share its pod (see serverKey).
+	owner := map[string]string{}    // server key -> scenario whose pod it is
+	serverOf := map[string]string{} // scenario -> that scenario
+	var servers []Placement
 	for _, p := range runnable {
+		if p.Hairpin {
+			continue
+		}
+		k := p.serverKey()
+		if own, ok := owner[k]; ok {
+			serverOf[p.Scenario] = own
+			continue
+		}
+		owner[k], serverOf[p.Scenario] = p.Scenario, p.Scenario
+		servers = append(servers, p)
+	}
+	var svcCreated time.Time
+	for _, p := range servers {
 		for _, e := range plan.serverEngines(p) {
 			if _, err := cs.CoreV1().Pods(ns).Create(ctx, serverPodFor(po, p, e), metav1.CreateOptions{}); err != nil {
 				return APIError("create", "server pod for "+p.Scenario, err)
@@ -286,7 +345,7 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			}
 		}
 	}
-	for _, p := range runnable {
+	for _, p := range servers {
 		for _, e := range plan.serverEngines(p) {
 			name := serverPodFor(po, p, e).Name
 			pod, err := r.waitPod(ctx, ns, name, o.ReadyTimeout, podReady)
@@ -313,6 +372,18 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			fmt.Fprintf(o.Log, "%s: server %s ready on %s, target %s\n", p.Scenario, name, pod.Spec.NodeName, targets[key])
 		}
 	}
+	for _, p := range runnable {
+		own := serverOf[p.Scenario]
+		if own == "" || own == p.Scenario {
+			continue
+		}
+		// The sharer has the owner's engines: only the service scenario
+		// (its own key) skips engines.
+		for _, e := range plan.serverEngines(p) {
+			targets[targetKey(p.Scenario, e)] = targets[targetKey(own, e)]
+		}
+		fmt.Fprintf(o.Log, "%s: measures against the server of %s, target %s\n", p.Scenario, own, targets[targetKey(own, "")])
+	}
 
 	failed, total := 0, 0
 	var firstFail string
@@ -320,11 +391,19 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), err)
 		}
-		s := r.measure(ctx, po, o, st, targets[targetKey(st.Scenario, st.Engine)])
+		var s Sample
+		if st.Hairpin {
+			s = r.measureHairpin(ctx, po, o, st)
+		} else {
+			s = r.measure(ctx, po, o, st, targets[targetKey(st.Scenario, st.Engine)])
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
 		}
 		s.Seq = i + 1
+		if meters != nil && s.Error == "" {
+			meters.fold(ctx, r, ns, &s)
+		}
 		total++
 		if s.Error != "" {
 			failed++
@@ -360,11 +439,28 @@ func brief(rs []*result.Result) string {
 	return ""
 }
 
+// measureHairpin runs one hairpin repeat: its Service, then its pod.
+func (r *Runner) measureHairpin(ctx context.Context, po PodOptions, o Options, st Step) Sample {
+	ip, del, err := r.hairpinTarget(ctx, po, st.Repeat)
+	if err != nil {
+		return Sample{Step: st, Pod: ClientName(po.RunID, st.Scenario, st.Repeat), Error: err.Error()}
+	}
+	defer del()
+	return r.measure(ctx, po, o, st, ip)
+}
+
 // measure runs one client pod to completion and reads its results.
 func (r *Runner) measure(ctx context.Context, po PodOptions, o Options, st Step, target string) Sample {
 	s := Sample{Step: st, Target: target}
 	// The API rejects a deadline of 0; a sub-second budget still gets one.
-	pod := ClientPod(po.forEngine(st.Engine), st.Placement, st.Repeat, target, o.clientArgs(st.Engine), max(1, int64(o.MeasureTimeout.Seconds())))
+	deadline := max(1, int64(o.MeasureTimeout.Seconds()))
+	pod := ClientPod(po.forEngine(st.Engine), st.Placement, st.Repeat, target, o.clientArgs(st.Engine), deadline)
+	if st.Hairpin {
+		// The wait for the ClusterIP happens before the pod counts as
+		// started, so it shares the ready timeout. Its server is the
+		// built-in engine's (engineSkip keeps the tools off hairpin).
+		pod = HairpinPod(po, st.Placement, st.Repeat, target, o.clientArgs(st.Engine), deadline+int64(o.ReadyTimeout.Seconds()), o.ReadyTimeout)
+	}
 	s.Pod = pod.Name
 	cs := r.Client
 	if _, err := cs.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -178,7 +178,9 @@ func (o PodOptions) tokenEnv() []corev1.EnvVar {
 // ServerPod is the scenario's `cnibench server`, pinned to p.ServerNode. It
 // is Ready once its TCP port accepts connections.
 func ServerPod(o PodOptions, p Placement) *corev1.Pod {
-	pod := o.basePod(ServerName(o.RunID, p.Scenario), p.Scenario, "server", p, p.ServerNode)
+	side := p
+	side.HostNetwork = p.serverHostNetwork()
+	pod := o.basePod(ServerName(o.RunID, p.Scenario), p.Scenario, "server", side, p.ServerNode)
 	c := &pod.Spec.Containers[0]
 	c.Args = []string{"server", "--listen", fmt.Sprintf(":%d", o.port())}
 	c.Ports = []corev1.ContainerPort{
@@ -200,7 +202,9 @@ func ServerPod(o PodOptions, p Placement) *corev1.Pod {
 // result.Set JSON. deadline bounds its life, so a hung client cannot outlive
 // the run by long even if cnibench itself is killed.
 func ClientPod(o PodOptions, p Placement, repeat int, target string, args ClientArgs, deadline int64) *corev1.Pod {
-	pod := o.basePod(ClientName(o.RunID, p.Scenario, repeat), p.Scenario, "client", p, p.ClientNode)
+	side := p
+	side.HostNetwork = p.clientHostNetwork()
+	pod := o.basePod(ClientName(o.RunID, p.Scenario, repeat), p.Scenario, "client", side, p.ClientNode)
 	pod.Spec.Containers[0].Args = append([]string{"client", "--server", target, "--port", strconv.Itoa(o.port())}, args.Flags()...)
 	if args.Engine != "" && args.Engine != EngineBuiltin {
 		pod.Name = ClientName(o.RunID, p.Scenario+"-"+args.Engine, repeat)

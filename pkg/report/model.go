@@ -379,6 +379,15 @@ func anyValues(models []*Model, g group, name string) bool {
 	return false
 }
 
+func allKind(models []*Model, kind string) bool {
+	for _, m := range models {
+		if m.Run == nil || m.Run.Kind != kind {
+			return false
+		}
+	}
+	return len(models) > 0
+}
+
 func hasMetric(mts []metric, name string) bool {
 	for _, mt := range mts {
 		if mt.Name == name {
@@ -539,7 +548,12 @@ func columnsFor(models []*Model) []Column {
 		// A userspace datapath's CPU goes beside the engine's wherever an
 		// arm measured one: its cost is not in the engine's figures.
 		if !hasMetric(mts, mDatapathCPU.Name) && anyValues(models, g, mDatapathCPU.Name) {
-			mts = append(mts, mDatapathCPU)
+			mt := mDatapathCPU
+			if allKind(models, store.KindK8s) {
+				// k8s run --agent-cpu: the nodes' agents, not a lab's daemon.
+				mt.Label = "datapath agents CPU"
+			}
+			mts = append(mts, mt)
 		}
 		for _, mt := range mts {
 			col := Column{Test: g.Test, Size: g.Size, metric: mt, Unit: displayUnit(mt.Unit), Scale: 1}

@@ -206,6 +206,35 @@ func TestExtraMetricColumns(t *testing.T) {
 	}
 }
 
+// A k8s run's agents' CPU (k8s run --agent-cpu) fills the lab's datapath
+// CPU column, named for what it is.
+func TestK8sAgentsCPUColumn(t *testing.T) {
+	run, ss := kubeOVNRun()
+	for i := range ss {
+		if r := ss[i].Result; r != nil {
+			if r.CPU == nil {
+				r.CPU = &result.CPU{}
+			}
+			r.CPU.Datapath = &result.DatapathCPU{Process: "agents: kube-proxy on n1", Seconds: result.F(0.01), Pct: result.F(0.2)}
+		}
+	}
+	header := func(kind string) string {
+		run.Kind = kind
+		for _, c := range Analyze(run, ss).Columns {
+			if strings.Contains(c.Header, "datapath") {
+				return c.Header
+			}
+		}
+		return ""
+	}
+	if h := header(store.KindK8s); h != "tcp_lat 1B datapath agents CPU (%)" {
+		t.Errorf("k8s run: %q", h)
+	}
+	if h := header(store.KindLab); !strings.Contains(h, "datapath CPU (ovs-vswitchd)") {
+		t.Errorf("lab run: %q", h)
+	}
+}
+
 func TestUDPThroughputShowsLoss(t *testing.T) {
 	run, ss := ciliumRun(3, ubuntu20, 1)
 	for i := range ss {

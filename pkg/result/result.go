@@ -160,7 +160,9 @@ type CPU struct {
 	Client *CPUSide `json:"client"`
 	Server *CPUSide `json:"server"`
 	// Datapath is the userspace datapath's own daemon (ovs-vswitchd and
-	// its PMD threads) on lab topologies that have one; nil elsewhere.
+	// its PMD threads) on lab topologies that have one, or the datapath
+	// agents of the client's and server's nodes in a Kubernetes run taken
+	// with --agent-cpu; nil elsewhere.
 	Datapath *DatapathCPU `json:"datapath,omitempty"`
 }
 
@@ -181,6 +183,21 @@ type DatapathCPU struct {
 	// Derived, like CPUSide's: daemon CPU per transaction and per GB.
 	UsPerTransaction *float64 `json:"us_per_transaction"`
 	SecondsPerGB     *float64 `json:"seconds_per_gb"`
+	// Agents, in a Kubernetes run, are the agent processes whose CPU
+	// Seconds sums: one entry per node and agent name.
+	Agents []AgentCPU `json:"agents,omitempty"`
+}
+
+// AgentCPU is what one datapath agent (flanneld, kube-proxy, ovs-vswitchd…)
+// on one node spent over the measured interval.
+type AgentCPU struct {
+	Node    string   `json:"node"`
+	Process string   `json:"process"`
+	PIDs    []int    `json:"pids"`
+	Seconds *float64 `json:"seconds"` // user+system time of all its processes
+	Pct     *float64 `json:"pct"`     // Seconds over wall time, 100 = one CPU
+	// Missing says why Seconds is null.
+	Missing string `json:"missing,omitempty"`
 }
 
 // CPUSide is one side's process time, the host's CPU split from /proc/stat,
