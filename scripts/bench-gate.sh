@@ -7,20 +7,20 @@
 # server node filters the pod's ingress NetworkPolicy-style (lab knob
 # policies=N, policy_mode=linear: N rules walked in order for every new
 # connection). The base configuration has 1 rule, the slowed one
-# SLOW_POLICIES rules, calibrated so the client's CPU time per transaction
-# grows by about 10 % (docs/reports.md has the calibration run).
+# SLOW_POLICIES rules (default 2000: tcp_crr 6-17 % slower, median 12 %, in
+# the trials of docs/reports.md).
 #
-# Each of TRIALS trials (default 10) runs four separate experiments, as a
-# CI job would (not interleaved), then gates two pairs with two rules:
+# MODE=interleaved (the default) runs ONE experiment per trial with three
+# arms, alternating repeat by repeat — base (1 rule), slowed (SLOW_POLICIES),
+# same (1 rule) — and gates arm against arm within it (compare R@base
+# R@slowed must exit 1, R@base R@same must exit 0): what changes between
+# separate runs on a shared machine then lands on every arm alike.
+# MODE=separate runs four separate experiments per trial, as a CI job
+# comparing two runs would, then gates two pairs with two rules:
 #   base, slowed  -> cnibench compare base slowed --fail-on RULE   must exit 1
 #   base, base    -> cnibench compare base base2  --fail-on RULE   must exit 0
 # RULE_TXN  'slower>5%': the table's tcp_crr cell, transactions per second;
 # RULE_CPU  'tcp_crr/client_cpu_us_per_txn:worse>5%': CPU per transaction.
-# MODE=interleaved instead runs ONE experiment per trial with three arms,
-# interleaved — base (1 rule), slowed (SLOW_POLICIES), same (1 rule) — and
-# gates arm against arm within it (compare R@base R@slowed, R@base R@same):
-# what changes between separate runs on a shared machine then lands on
-# every arm alike.
 # Each trial holds the exclusive CPU lock (/tmp/cnb-cpu.lock) only while it
 # measures (about two minutes), so other work on a shared machine waits
 # between trials rather than disturbing one.
@@ -28,17 +28,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${CNIBENCH_BIN:-bin/cnibench}
 TRIALS=${TRIALS:-10}
-REPEATS=${REPEATS:-20}
+REPEATS=${REPEATS:-40}
 DURATION=${DURATION:-500ms}
 WARMUP=${WARMUP:-200ms}
-SLOW_POLICIES=${SLOW_POLICIES:-600}
+SLOW_POLICIES=${SLOW_POLICIES:-2000}
 RULE_TXN=${RULE_TXN:-slower>5%}
 RULE_CPU=${RULE_CPU:-tcp_crr/client_cpu_us_per_txn:worse>5%}
 LOCK=${LOCK:-/tmp/cnb-cpu.lock}
 # CPUS: the experiments' cpus: setting (none = the scheduler places the
 # client and server; client=0,server=1 pins them).
 CPUS=${CPUS:-none}
-MODE=${MODE:-separate}
+MODE=${MODE:-interleaved}
 case $MODE in separate | interleaved) ;; *) echo "bench-gate: MODE must be separate or interleaved" >&2; exit 2 ;; esac
 OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-gate.XXXXXX)}
 mkdir -p "$OUT"

@@ -194,6 +194,38 @@ else
   echo "e2e-k8s: k8s audit: SKIPPED: this binary has no 'cnibench tune audit'"
 fi
 
+if command -v qperf >/dev/null && command -v iperf3 >/dev/null && command -v sockperf >/dev/null; then
+  step "image build --with-tools (reproducible) + k8s run --engine builtin,qperf: the cross-check in pods"
+  "$BIN" image build --with-tools -o "$TMP/tools.tar" | tee "$TMP/tools.txt"
+  TREF=$(sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p' "$TMP/tools.txt")
+  [ "$TREF" = "$REF-tools" ] || fail "tools image named $TREF, want $REF-tools"
+  "$BIN" image build --with-tools -o "$TMP/tools-again.tar" >/dev/null
+  cmp -s "$TMP/tools.tar" "$TMP/tools-again.tar" || fail "image build --with-tools is not reproducible"
+  "$K8SLAB" import "$TMP/tools.tar" >/dev/null
+  "$BIN" k8s run --image-pull-policy Never --engine builtin,qperf --scenarios pod-cross-node --test tcp_lat,tcp_bw \
+    --msg-size 1K --duration 1s --warmup 200ms --json >"$TMP/xc.json" 2>"$TMP/xc.log" \
+    || fail "cross-check run: $(tail -1 "$TMP/xc.log")"
+  jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/xc.json" >/dev/null || fail "a cross-check pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/xc.json")"
+  jq -e '[.samples[] | select(.engine == "qperf") | .results[] | .tool.name] == ["qperf", "qperf"]' "$TMP/xc.json" >/dev/null \
+    || fail "qperf pod gave no qperf results: $(jq -c '[.samples[] | select(.engine == "qperf")]' "$TMP/xc.json" | head -c 400)"
+  # seed 000's command line, pod to pod.
+  jq -e '[.samples[] | select(.engine == "qperf") | .results[] | .tool.command | join(" ")]
+         | all(test("^qperf -t 1 10\\.244\\.[0-9.]+ -lp 19765 -ub -oo msg_size:1024 -vu"))' "$TMP/xc.json" >/dev/null \
+    || fail "qperf command lines: $(jq -c '[.samples[] | .results[]? | .tool.command]' "$TMP/xc.json")"
+  XNAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/xc.json")
+  "$BIN" report "$XNAME" | tee "$TMP/xc-report.txt" | head -20
+  grep -q "pod-cross-node/qperf" "$TMP/xc-report.txt" || fail "report lacks the qperf arm"
+  step "error path: --engine qperf with the plain image names image build --with-tools"
+  if "$BIN" k8s run --image-pull-policy Never --image "$REF" --engine qperf --scenarios pod-cross-node \
+       --test tcp_lat --msg-size 64 --duration 1s >/dev/null 2>"$TMP/notools.log"; then
+    fail "qperf run with the plain image succeeded"
+  fi
+  tail -1 "$TMP/notools.log"
+  tail -1 "$TMP/notools.log" | grep -q "cnibench image build --with-tools" || fail "missing tools not explained"
+else
+  echo "e2e-k8s: --with-tools: SKIPPED: qperf, iperf3 or sockperf is not installed (scripts/install-deps.sh installs them)"
+fi
+
 step "k8s clean leaves nothing"
 kubectl create namespace cnb-e2e-leftover >/dev/null
 kubectl label namespace cnb-e2e-leftover app.kubernetes.io/managed-by=cnibench >/dev/null

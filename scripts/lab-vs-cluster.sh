@@ -31,7 +31,6 @@ fi
 OUT=${OUT:-$(mktemp -d /tmp/cnb-lab-vs-cluster.XXXXXX)}
 mkdir -p "$OUT"
 export CNIBENCH_DB=$OUT/results.db
-trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 
 sizes_yaml=$(echo "$SIZES" | sed 's/,/, /g')
 cat >"$OUT/lab.yaml" <<EOF
@@ -56,7 +55,12 @@ if [ -z "$LAB" ]; then
   LAB=$("$BIN" runs 2>/dev/null | awk '/lab-vxlan-vs-native/ && /complete/ {print $1}' | tail -1)
   [ -n "$LAB" ] || fail "lab run not stored"
 fi
-if [ "${LAB_ONLY:-}" = 1 ]; then step "lab run $LAB stored in $OUT"; trap - EXIT; exit 0; fi
+if [ "${LAB_ONLY:-}" = 1 ]; then step "lab run $LAB stored in $OUT"; exit 0; fi
+
+# Only from here on is the cluster ours: the lab part runs without the
+# k8slab lock (LAB_ONLY=1), and a lab part that fails or is interrupted must
+# not take down a cluster someone else brought up.
+trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 
 "$K8SLAB" build flannel >"$OUT/build.log" 2>&1 || fail "k8slab build flannel"
 cp "$BIN" "$OUT/cnibench"; BIN=$OUT/cnibench

@@ -63,6 +63,25 @@ func TestParseEngines(t *testing.T) {
 	}
 }
 
+func TestEngineSkips(t *testing.T) {
+	engines := []EngineRun{{Name: "qperf"}, {Name: "sockperf"}, {Name: EngineBuiltin}}
+	for _, c := range []struct {
+		p    Placement
+		want []bool // skipped, per engine
+	}{
+		{Placement{Scenario: ScenarioCrossNode}, []bool{false, false, false}},
+		// qperf cannot go through a Service; the first that can takes it.
+		{Placement{Scenario: ScenarioService, ViaService: true}, []bool{true, false, true}},
+		{Placement{Scenario: ScenarioHairpin, ViaService: true, Hairpin: true}, []bool{true, true, false}},
+	} {
+		for i, want := range c.want {
+			if got := engineSkip(c.p, engines, i) != ""; got != want {
+				t.Errorf("%s with %s: skipped %v, want %v (%q)", c.p.Scenario, engines[i].Name, got, want, engineSkip(c.p, engines, i))
+			}
+		}
+	}
+}
+
 func TestDefaultToolsImage(t *testing.T) {
 	if got := DefaultToolsImage("localhost/cnibench:v1-abc"); got != "localhost/cnibench:v1-abc"+image.ToolsTagSuffix {
 		t.Errorf("%s", got)

@@ -72,14 +72,24 @@ var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
 // CompareFormat is Compare in format table, markdown or json.
 func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
+	d, err := newComparison(format, runA, samplesA, runB, samplesB)
+	if err != nil {
+		return err
+	}
+	return d.Write(w, format)
+}
+
+// newComparison is compare's document of run B against run A, once format
+// is known to be one compare prints and the runs share a compared cell.
+func newComparison(format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (*Document, error) {
 	if !ValidCompareFormat(format) {
-		return fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
+		return nil, fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
 	}
 	rows, mA, mB := Comparison(runA, samplesA, runB, samplesB)
 	if len(rows) == 0 {
-		return fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
+		return nil, fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}
-	return compareDocument(rows, mA, mB).Write(w, format)
+	return compareDocument(rows, mA, mB), nil
 }
 
 // CompareSchema names the JSON document of CompareFormat(…, "json", …).
@@ -113,10 +123,7 @@ type JSONCompareSide struct {
 
 // JSONCompareRow is one arm × test × size × metric in both runs.
 type JSONCompareRow struct {
-	Arm            string           `json:"arm"`
-	Test           string           `json:"test"`
-	MsgSize        int              `json:"msg_size_bytes"`
-	Metric         string           `json:"metric"`
+	CellID
 	Unit           string           `json:"unit"`
 	HigherIsBetter bool             `json:"higher_is_better"`
 	A              *JSONCompareSide `json:"a"` // null: not measured in A (see missing)
@@ -145,7 +152,7 @@ func compareJSON(d *Document) JSONComparison {
 		Rows: []JSONCompareRow{}, Warnings: append([]string{}, d.warningTexts()...)}
 	for _, r := range d.compare {
 		mt := r.Column.metric
-		jr := JSONCompareRow{Arm: r.Arm, Test: r.Test, MsgSize: r.Size, Metric: mt.Name, Unit: mt.Unit,
+		jr := JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
 			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B), Missing: r.Missing}
 		if v := r.Verdict; v != nil {
 			better, worse := verdictWords(mt.Metric)

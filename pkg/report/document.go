@@ -38,6 +38,9 @@ type Document struct {
 	CDFs []CDFChart
 	// Stages is CPU by datapath stage of each profiled run (--profile).
 	Stages []*stages.Report
+	// StagesCompared is each arm's CPU by stage in run B against itself
+	// in run A, when both compared runs were profiled; nil otherwise.
+	StagesCompared *StageComparison
 
 	// The data behind the page, for the formats that print the data
 	// rather than the page (JSON, CSV).
@@ -103,6 +106,28 @@ type VerdictSection struct {
 	Table  Table
 	// Notes explain verdicts that could not be significant.
 	Notes []string
+}
+
+// StageComparison explains, stage by stage, what each arm's CPU per unit
+// of work did between two profiled runs.
+type StageComparison struct {
+	Heading      string
+	Explanations []stages.Explanation
+}
+
+// stageComparison compares the CPU by stage of two runs; nil unless both
+// were profiled and share a profiled arm, test and size.
+func stageComparison(nameA string, a *stages.Report, nameB string, b *stages.Report) *StageComparison {
+	if a == nil || b == nil {
+		return nil
+	}
+	// Short labels keep the table narrow: A and B are named in the heading.
+	es := stages.CompareRuns(a.Cells, b.Cells, "A", "B")
+	if len(es) == 0 {
+		return nil
+	}
+	return &StageComparison{Explanations: es,
+		Heading: fmt.Sprintf("CPU by datapath stage, each arm of B against itself in A (both runs profiled; A = %s, B = %s):", nameA, nameB)}
 }
 
 // Warning is a warning line; Run is the index into Document.Runs of the run

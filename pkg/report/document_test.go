@@ -26,9 +26,11 @@ func TestEveryRendererPrintsEverySection(t *testing.T) {
 		Notes:    []string{"NOTE-1"},
 		Warnings: []Warning{{0, "WARNING-1"}, {-1, "WARNING-2"}},
 		Stages:   []*stages.Report{{}},
+		StagesCompared: &StageComparison{Heading: "STAGES-COMPARED-1:",
+			Explanations: []stages.Explanation{{B: "B/armB", Test: "tcp_lat", Missing: "EXPLAINED-1"}}},
 	}
 	want := []string{"ARM-1", "HEADER-1", "VALUE-1 [FLAG-1]", "LEGEND-1", "BASELINE-1", "METHOD-1",
-		"VERDICT-1", "VNOTE-1", "NOTE-1", "WARNING-1", "WARNING-2", "CPU by datapath stage"}
+		"VERDICT-1", "VNOTE-1", "NOTE-1", "WARNING-1", "WARNING-2", "CPU by datapath stage", "STAGES-COMPARED-1", "EXPLAINED-1"}
 	for _, f := range []string{FormatTable, FormatMarkdown, FormatHTML} {
 		var b bytes.Buffer
 		if err := d.Write(&b, f); err != nil {
@@ -119,5 +121,16 @@ func TestCompareDocument(t *testing.T) {
 	}
 	if bSide != 1 || whole != 1 {
 		t.Errorf("warnings %+v: want B's governor and the host difference", d.Warnings)
+	}
+}
+
+// compare's stage section exists only when both runs were profiled.
+func TestStageComparisonNeedsBothProfiles(t *testing.T) {
+	for _, c := range []struct {
+		a, b *stages.Report
+	}{{nil, nil}, {nil, &stages.Report{}}, {&stages.Report{}, nil}, {&stages.Report{}, &stages.Report{}}} {
+		if sc := stageComparison("A", c.a, "B", c.b); sc != nil {
+			t.Errorf("stageComparison(%v, %v) = %+v, want nil", c.a, c.b, sc)
+		}
 	}
 }

@@ -62,10 +62,7 @@ type HistoryRun struct {
 
 // HistorySeries is one table cell across the runs.
 type HistorySeries struct {
-	Arm            string `json:"arm"`
-	Test           string `json:"test"`
-	MsgSize        int    `json:"msg_size_bytes"`
-	Metric         string `json:"metric"`
+	CellID
 	Header         string `json:"header"` // the report's column header, e.g. "tcp_lat (µs)"
 	Unit           string `json:"unit"`
 	HigherIsBetter bool   `json:"higher_is_better"`
@@ -141,7 +138,7 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 	}
 	for _, col := range columnsFor(models) {
 		for _, arm := range arms {
-			s := HistorySeries{Arm: arm, Test: col.Test, MsgSize: col.Size, Metric: col.metric.Name, Header: col.Header,
+			s := HistorySeries{CellID: CellID{arm, col.Test, col.Size, col.metric.Name}, Header: col.Header,
 				Unit: col.Unit, HigherIsBetter: col.metric.HigherIsBetter}
 			var vals []float64
 			var at []int // run index of each value

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/stages"
 )
 
 // The HTML report is one file with inline CSS and inline SVG: no scripts,
@@ -96,6 +98,11 @@ func writeHTML(w io.Writer, d *Document) error {
 	}
 	for _, st := range d.Stages {
 		b.WriteString(st.HTML())
+	}
+	if sc := d.StagesCompared; sc != nil {
+		var t strings.Builder
+		stages.WriteText(&t, sc.Explanations)
+		fmt.Fprintf(&b, "<h2>%s</h2>\n<pre>%s</pre>\n", esc(strings.TrimSuffix(sc.Heading, ":")), esc(t.String()))
 	}
 	b.WriteString("</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())

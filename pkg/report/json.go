@@ -54,10 +54,7 @@ type JSONArm struct {
 // JSONCell is the statistics of one arm × test × msg size × metric.
 // Numbers that are undefined (e.g. stddev of one value) are null.
 type JSONCell struct {
-	Arm            string    `json:"arm"`
-	Test           string    `json:"test"`
-	MsgSize        int       `json:"msg_size_bytes"`
-	Metric         string    `json:"metric"`
+	CellID
 	Unit           string    `json:"unit"`
 	HigherIsBetter bool      `json:"higher_is_better"`
 	N              int       `json:"n"`
@@ -103,11 +100,18 @@ type JSONCDF struct {
 
 // JSONMissing says why a cell has no value.
 type JSONMissing struct {
+	CellID
+	Reason string `json:"reason"`
+}
+
+// CellID names a cell in the JSON documents (report, compare, history):
+// arm × test × message size × metric. Embedded first, its fields keep
+// their place in each document.
+type CellID struct {
 	Arm     string `json:"arm"`
 	Test    string `json:"test"`
 	MsgSize int    `json:"msg_size_bytes"`
 	Metric  string `json:"metric"`
-	Reason  string `json:"reason"`
 }
 
 func num(v float64) *float64 {
@@ -144,7 +148,7 @@ func buildJSON(models []*Model) JSONReport {
 		for _, k := range m.Keys {
 			c := m.cells[k]
 			if len(c.Values) == 0 {
-				jr.Missing = append(jr.Missing, JSONMissing{k.Arm, k.Test, k.Size, k.Metric, c.Missing})
+				jr.Missing = append(jr.Missing, JSONMissing{CellID{k.Arm, k.Test, k.Size, k.Metric}, c.Missing})
 				continue
 			}
 			jr.Cells = append(jr.Cells, jsonCell(c))
@@ -157,7 +161,7 @@ func buildJSON(models []*Model) JSONReport {
 // jsonCell is a cell with values in the JSON document.
 func jsonCell(c *Cell) JSONCell {
 	s := c.Summary
-	jc := JSONCell{Arm: c.Arm, Test: c.Test, MsgSize: c.Size, Metric: c.Metric, Unit: c.Unit,
+	jc := JSONCell{CellID: CellID{c.Arm, c.Test, c.Size, c.Metric}, Unit: c.Unit,
 		HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
 		Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
 		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/stages"
 )
 
 // writeMarkdown prints the document as GitHub-flavoured markdown: one
@@ -54,6 +56,11 @@ func writeMarkdown(w io.Writer, d *Document) error {
 	for _, st := range d.Stages {
 		b.WriteString("\n```\n")
 		st.WriteText(&b)
+		b.WriteString("```\n")
+	}
+	if sc := d.StagesCompared; sc != nil {
+		fmt.Fprintf(&b, "\n%s\n```\n", sc.Heading)
+		stages.WriteText(&b, sc.Explanations)
 		b.WriteString("```\n")
 	}
 	if len(d.Notes) > 0 {

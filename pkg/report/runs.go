@@ -186,25 +186,26 @@ func LoadHistory(db *store.DB, experiment string, last int) (h *History, incompl
 	return h, incomplete, nil
 }
 
-// CompareLoaded writes compare's page of run b against run a and, in the
+// CompareLoaded writes compare's page of run b against run a with, in the
 // text formats, each arm's CPU by datapath stage when both runs were
 // profiled (JSON stays one document; `explain --json` has those figures).
 func CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
-	if err := CompareFormat(w, format, a.Run, a.Samples, b.Run, b.Samples); err != nil {
-		return err
-	}
-	if format != FormatTable && format != FormatMarkdown {
-		return nil
-	}
-	sta, err := stages.ForRun(a.DB, a.Run, a.Samples)
+	d, err := newComparison(format, a.Run, a.Samples, b.Run, b.Samples)
 	if err != nil {
 		return err
 	}
-	stb, err := stages.ForRun(b.DB, b.Run, b.Samples)
-	if err != nil {
-		return err
+	if format == FormatTable || format == FormatMarkdown {
+		sta, err := stages.ForRun(a.DB, a.Run, a.Samples)
+		if err != nil {
+			return err
+		}
+		stb, err := stages.ForRun(b.DB, b.Run, b.Samples)
+		if err != nil {
+			return err
+		}
+		d.StagesCompared = stageComparison(a.Run.Name, sta, b.Run.Name, stb)
 	}
-	return stages.WriteCompare(w, format == FormatMarkdown, a.Run.Name, sta, b.Run.Name, stb)
+	return d.Write(w, format)
 }
 
 // Apply judges run b against run a by the gate's rules: the cells as JUnit

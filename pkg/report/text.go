@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 )
@@ -56,6 +57,10 @@ func writeText(w io.Writer, d *Document) error {
 	for _, st := range d.Stages {
 		fmt.Fprintln(&b)
 		st.WriteText(&b)
+	}
+	if sc := d.StagesCompared; sc != nil {
+		fmt.Fprintf(&b, "\n%s\n", sc.Heading)
+		stages.WriteText(&b, sc.Explanations)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -3,7 +3,6 @@ package stages
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -57,24 +56,4 @@ func ExplainRun(db *store.DB, run *store.Run, samples []store.Sample, a, b, test
 		return nil, notProfiled(fmt.Sprintf("--test %q: not profiled for both arms", test))
 	}
 	return keep, nil
-}
-
-// WriteCompare prints each arm's CPU by stage in run b against run a, when
-// both were profiled (nil reports print nothing); markdown fences the text
-// table so it keeps its columns.
-func WriteCompare(w io.Writer, markdown bool, nameA string, a *Report, nameB string, b *Report) error {
-	if a == nil || b == nil {
-		return nil
-	}
-	// Short labels keep the table narrow: A and B are named once above it.
-	es := CompareRuns(a.Cells, b.Cells, "A", "B")
-	if len(es) == 0 {
-		return nil
-	}
-	fmt.Fprintf(w, "\nCPU by datapath stage, each arm of B against itself in A (both runs profiled; A = %s, B = %s):\n", nameA, nameB)
-	if markdown {
-		fmt.Fprintln(w, "```")
-		defer fmt.Fprintln(w, "```")
-	}
-	return WriteText(w, es)
 }

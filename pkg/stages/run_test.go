@@ -27,7 +27,4 @@ func TestExplainRunNotProfiled(t *testing.T) {
 	if _, err := ExplainRun(db, run, nil, "a", "b", ""); !errors.Is(err, ErrNotProfiled) {
 		t.Errorf("ExplainRun: %v", err)
 	}
-	if err := WriteCompare(nil, false, "A", nil, "B", &Report{}); err != nil {
-		t.Errorf("WriteCompare without both profiles: %v", err)
-	}
 }
