@@ -117,15 +117,12 @@ func engineSkip(p Placement, engines []EngineRun, idx int) string {
 	if p.Hairpin {
 		// Each hairpin repeat has a Service of its own (hairpin.go).
 		if engines[idx].IsTool() {
-			return "the hairpin pod's sidecar server is cnibench's own engine"
+			return "the hairpin pod's server sidecar is the built-in engine's; tools are not run there"
 		}
 		return ""
 	}
 	if !p.ViaService {
 		return ""
-	}
-	if p.Hairpin && engines[idx].IsTool() {
-		return "the hairpin pod's server sidecar is the built-in engine's; tools are not run there"
 	}
 	if !viaService(engines[idx]) {
 		return "qperf opens each test's data connection on a port it picks at run time, which a ClusterIP Service does not forward"
