@@ -118,6 +118,22 @@ jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8
   || fail "chosen nodes not used: $(jq -c '.plan.placements' "$TMP/swap.json")"
 jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/swap.json" >/dev/null || fail "chosen-node run gave no result"
 
+step "pod-to-host, host-to-pod, hairpin, --parallel through the Service, --agent-cpu"
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-to-host,host-to-pod,hairpin,service --test tcp_lat,tcp_bw \
+  --msg-size 64 --duration 1s --warmup 200ms --parallel 2 --agent-cpu --json >"$TMP/new.json" 2>"$TMP/new.log" \
+  || fail "new scenarios: $(tail -1 "$TMP/new.log")"
+jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/new.json" >/dev/null || fail "a client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/new.json")"
+jq -e '[.samples[].scenario] | unique | length == 4' "$TMP/new.json" >/dev/null || fail "want 4 scenarios measured"
+jq -e '[.samples[] | select(.scenario=="pod-to-host") | .target | startswith("10.250.0.")] | all' "$TMP/new.json" >/dev/null || fail "pod-to-host did not target a node IP"
+jq -e '[.samples[] | select(.scenario=="host-to-pod") | .target | startswith("10.244.")] | all' "$TMP/new.json" >/dev/null || fail "host-to-pod did not target a pod IP"
+jq -e '[.samples[] | select(.scenario=="hairpin") | .target | startswith("10.96.")] | all' "$TMP/new.json" >/dev/null || fail "hairpin did not go through a ClusterIP"
+jq -e '.plan.placements[] | select(.scenario=="hairpin") | .client_node == .server_node' "$TMP/new.json" >/dev/null || fail "hairpin not on one node"
+jq -e '[.samples[] | select(.scenario=="service") | .results[] | select(.test=="tcp_bw") | .streams | length == 2] | all' "$TMP/new.json" >/dev/null || fail "--parallel 2 through the Service did not give 2 streams"
+# kube-proxy runs in each k8slab node's network namespace: every window has its CPU.
+jq -e '[.samples[].results[] | .cpu.datapath.seconds != null and ([.cpu.datapath.agents[].process] | index("kube-proxy") != null)] | all' "$TMP/new.json" >/dev/null \
+  || fail "agents' CPU missing: $(jq -c '[.samples[].results[] | .missing["cpu.datapath"] // .missing["cpu.datapath.seconds"]][0]' "$TMP/new.json")"
+grep -q "pod-to-host: measures against the server of\|pod-to-host: server" "$TMP/new.log" || fail "pod-to-host server not reported"
+
 step "one schedulable node: two-node scenarios are skipped with the reason"
 kubectl cordon k8slab-n2 >/dev/null
 "$BIN" k8s run --image-pull-policy Never --test tcp_lat --msg-size 64 --duration 1s --warmup 200ms \
