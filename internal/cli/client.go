@@ -18,7 +18,7 @@ import (
 func newClientCmd() *cobra.Command {
 	f := client.Flags{Version: Version}
 	var prof profileFlags
-	var asJSON bool
+	var asJSON, logStdout bool
 	cmd := &cobra.Command{
 		Use:   "client",
 		Short: "Measure latency, connection rate and throughput against a cnibench server",
@@ -47,7 +47,11 @@ through a reference tool (its server must be running on --server).`,
 				}
 				defer sess.Close()
 			}
-			set, err := client.Run(cmd.Context(), p, sess, cmd.ErrOrStderr())
+			logw := cmd.ErrOrStderr()
+			if logStdout {
+				logw = cmd.OutOrStdout()
+			}
+			set, err := client.Run(cmd.Context(), p, sess, logw)
 			if err != nil {
 				return err
 			}
@@ -71,5 +75,10 @@ through a reference tool (its server must be running on --server).`,
 	addProfileFlags(cmd, &prof)
 	fl.StringVar(&f.ProfileDir, "profile-dir", "", "with --profile: also write each test's folded stacks to DIR/<test>-<size>.folded")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
+	// A pod's log merges stdout and stderr read from two pipes, so a
+	// progress line written just before the JSON can land inside it; k8s
+	// run's client pods send both through stdout, in order.
+	fl.BoolVar(&logStdout, "log-stdout", false, "write progress to stdout, before the result (for logs that merge both streams)")
+	_ = fl.MarkHidden("log-stdout")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"github.com/cnibench/cnibench/pkg/result"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -109,6 +111,19 @@ func TestPrivClientProfile(t *testing.T) {
 	}
 	if p := set.Profiles[0]; p.Test != "tcp_lat" || p.MsgSizeBytes != 1 || p.Samples == 0 || !strings.Contains(p.Folded, "cnibench;") || p.Event == "" {
 		t.Errorf("profile %+v", p)
+	}
+	// As a client pod runs it: progress on stdout ahead of the document,
+	// nothing on stderr, and the pod-log parser finds the set.
+	cmd = exec.Command(bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
+		"--duration", "500ms", "--warmup", "200ms", "--profile", "--log-stdout", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	js, err = cmd.Output()
+	if err != nil || stderr.Len() != 0 || !strings.Contains(string(js), "CPU-µs per transaction") {
+		t.Fatalf("client --log-stdout --json: %v; stderr %q\n%.300s", err, stderr.String(), js)
+	}
+	if set, err := k8s.ParseClientLog(js); err != nil || len(set.Profiles) != 1 {
+		t.Fatalf("pod log parse: %v", err)
 	}
 }
 

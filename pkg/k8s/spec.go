@@ -253,7 +253,7 @@ type ClientArgs struct {
 	Profile bool
 }
 
-// Flags renders the arguments, always ending in --json.
+// Flags renders the arguments, always ending in --log-stdout --json.
 func (a ClientArgs) Flags() []string {
 	var f []string
 	if len(a.Tests) > 0 {
@@ -277,7 +277,11 @@ func (a ClientArgs) Flags() []string {
 	if a.Profile {
 		f = append(f, "--profile")
 	}
-	return append(f, "--json")
+	// Progress on stdout, ahead of the document: containerd copies stdout
+	// and stderr on separate pipes, and a progress line racing the JSON
+	// can land inside it in the pod's log (seen with --profile: "no result
+	// JSON in the client's log"). ParseClientLog skips lines before it.
+	return append(f, "--log-stdout", "--json")
 }
 
 // Audit DaemonSet layout: the host's /proc and /sys appear read-only under

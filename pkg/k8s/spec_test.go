@@ -92,7 +92,7 @@ func TestClientPodSpec(t *testing.T) {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.ActiveDeadlineSeconds == nil || *pod.Spec.ActiveDeadlineSeconds != 300 {
 		t.Errorf("restart %s deadline %v", pod.Spec.RestartPolicy, pod.Spec.ActiveDeadlineSeconds)
 	}
-	want := "client --server 10.244.1.7 --port 7420 --test tcp_lat,udp_bw --msg-size 1,1K --duration 2s --warmup 500ms --parallel 2 --json"
+	want := "client --server 10.244.1.7 --port 7420 --test tcp_lat,udp_bw --msg-size 1,1K --duration 2s --warmup 500ms --parallel 2 --log-stdout --json"
 	if got := strings.Join(pod.Spec.Containers[0].Args, " "); got != want {
 		t.Errorf("args\n got %s\nwant %s", got, want)
 	}
