@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -108,6 +109,24 @@ func ParseReport(out []byte) (*Report, error) {
 	}
 	if _, ok := unitNs[rep.Unit]; !ok {
 		return nil, fmt.Errorf("sockperf reported latency in unknown unit %q", rep.Unit)
+	}
+	// A malformed number ("3.7.421") parsed as NaN or -1 above: refuse the
+	// report rather than store it.
+	nums := map[string]float64{"avg": rep.Avg, "std-dev": rep.StdDev, "valid duration": rep.ValidSeconds,
+		"MIN": rep.Min, "MAX": rep.Max, "warm up time": rep.WarmupMs}
+	for p, v := range rep.Percentiles {
+		nums[fmt.Sprintf("percentile %g", p)] = v
+		if math.IsNaN(p) {
+			nums["percentile"] = p
+		}
+	}
+	for name, v := range nums {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return nil, fmt.Errorf("sockperf output has a malformed %s value", name)
+		}
+	}
+	if rep.ValidSent < 0 || rep.ValidReceived < 0 || rep.Observations < 0 || (rep.haveCounts && (rep.Dropped < 0 || rep.Duplicated < 0 || rep.OutOfOrder < 0)) {
+		return nil, fmt.Errorf("sockperf output has a malformed count")
 	}
 	return rep, nil
 }
