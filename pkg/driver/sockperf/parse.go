@@ -114,15 +114,15 @@ func ParseReport(out []byte) (*Report, error) {
 	// report rather than store it.
 	nums := map[string]float64{"avg": rep.Avg, "std-dev": rep.StdDev, "valid duration": rep.ValidSeconds,
 		"MIN": rep.Min, "MAX": rep.Max, "warm up time": rep.WarmupMs}
-	for p, v := range rep.Percentiles {
-		nums[fmt.Sprintf("percentile %g", p)] = v
-		if math.IsNaN(p) {
-			nums["percentile"] = p
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
+	for name, v := range nums {
+		if bad(v) {
+			return nil, fmt.Errorf("sockperf output has a malformed %s value", name)
 		}
 	}
-	for name, v := range nums {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return nil, fmt.Errorf("sockperf output has a malformed %s value", name)
+	for p, v := range rep.Percentiles {
+		if bad(p) || bad(v) {
+			return nil, fmt.Errorf("sockperf output has a malformed percentile line")
 		}
 	}
 	if rep.ValidSent < 0 || rep.ValidReceived < 0 || rep.Observations < 0 || (rep.haveCounts && (rep.Dropped < 0 || rep.Duplicated < 0 || rep.OutOfOrder < 0)) {
