@@ -16,17 +16,11 @@ import (
 // 0 once every one of those servers has bound its port in the pod's
 // network namespace, read from /proc/self/net (no connection is made).
 func newK8sToolServerCmd() *cobra.Command {
-	var (
-		engine string
-		port   int
-		check  bool
-	)
-	cmd := &cobra.Command{
-		Use:    "tool-server --engine qperf|iperf3|sockperf [--port N]",
-		Short:  "Serve a reference tool's tests until terminated (a k8s run's tool server pods)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	var engine string
+	var port int
+	var check bool
+	cmd := hidden(command("tool-server --engine qperf|iperf3|sockperf [--port N]", "Serve a reference tool's tests until terminated (a k8s run's tool server pods)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			d, err := driver.Lookup(engine)
 			if err != nil || engine == "builtin" {
 				return UsageError{fmt.Errorf("--engine %q: want qperf, iperf3 or sockperf", engine)}
@@ -40,8 +34,7 @@ func newK8sToolServerCmd() *cobra.Command {
 				return fmt.Errorf("%s is not in this image (PATH=%s): build the image with `cnibench image build --with-tools` on a host that has %s, load it on every node and run again", engine, os.Getenv("PATH"), engine)
 			}
 			return err
-		},
-	}
+		}))
 	cmd.Flags().StringVar(&engine, "engine", "", "reference tool: qperf, iperf3 or sockperf")
 	cmd.Flags().IntVar(&port, "port", 0, "port to serve on (0: the tool's own default)")
 	cmd.Flags().BoolVar(&check, "check", false, "only check that every server has bound its port (the pod's startup probe)")

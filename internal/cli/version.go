@@ -7,13 +7,8 @@ import (
 )
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print cnibench's version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
-			return err
-		},
-	}
+	return command("version", "Print cnibench's version", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
+		return err
+	})
 }

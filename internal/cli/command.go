@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"errors"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnibench/cnibench/pkg/client"
+	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/image"
+	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/profile"
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/stages"
+	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/verify"
+)
+
+// command is a leaf command: its positional arguments are checked by args,
+// and run does its work. Long help, examples and flags are added by the caller.
+func command(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: run}
+}
+
+// hidden is a command only cnibench's own pods run.
+func hidden(c *cobra.Command) *cobra.Command {
+	c.Hidden = true
+	return c
+}
+
+// group is a command that only holds subcommands.
+func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Long: long}
+	c.AddCommand(subs...)
+	return c
+}
+
+// printAs writes v as one JSON document when asJSON, else as text does.
+func printAs(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error {
+	if asJSON {
+		return report.WriteJSON(w, v)
+	}
+	return text(w)
+}
+
+// addDBFlag adds --db to a command that reads or writes the results
+// database. Its default honours $CNIBENCH_DB and $XDG_DATA_HOME.
+func addDBFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "db", store.DefaultPath(), "results database (SQLite file; env CNIBENCH_DB)")
+}
+
+// usageErrors are the packages' sentinels for input the user fixes by
+// changing the command line (a bad flag value, an unknown run, a missing
+// database).
+var usageErrors = []error{
+	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, stages.ErrNotProfiled,
+	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
+	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid,
+}
+
+// usage marks the errors in usageErrors (and k8s's flag errors) as usage
+// errors, which exit 2; others pass unchanged.
+func usage(err error) error {
+	for _, u := range usageErrors {
+		if errors.Is(err, u) {
+			return UsageError{err}
+		}
+	}
+	if k8s.IsFlagError(err) {
+		return UsageError{err}
+	}
+	return err
+}

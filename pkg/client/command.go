@@ -1,0 +1,46 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cnibench/cnibench/pkg/profile"
+	"github.com/cnibench/cnibench/pkg/report"
+)
+
+// Command is `cnibench client` as given.
+type Command struct {
+	Flags
+	Profile profile.Flags
+	JSON    bool // print one JSON document instead of the table
+}
+
+// Run checks the flags (ErrInvalid and profile.ErrInvalid errors) and opens
+// the profiler, both before anything is measured, then measures the plan
+// and prints the results to out; progress goes to log.
+func (c Command) Run(ctx context.Context, out, log io.Writer) error {
+	p, err := c.Plan()
+	if err != nil {
+		return err
+	}
+	po, err := c.Profile.Options()
+	if err != nil {
+		return err
+	}
+	var sess *profile.Session
+	if po != nil {
+		if sess, err = profile.Open(*po); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+		defer sess.Close()
+	}
+	set, err := Run(ctx, p, sess, log)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return report.WriteJSON(out, set)
+	}
+	return WriteTable(out, set)
+}

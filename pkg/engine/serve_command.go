@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrInvalid is matched (errors.Is) by ServeCommand's errors about the
+// server's flags: the command line, not the host, is wrong.
+var ErrInvalid = errors.New("invalid server flags")
+
+// flagError is a bad flag value: its message as it is, matching ErrInvalid.
+type flagError string
+
+func (e flagError) Error() string        { return string(e) }
+func (e flagError) Is(target error) bool { return target == ErrInvalid }
+
+// ServeCommand is `cnibench server`: it checks the bounds the user gave (a
+// zero there is a mistake, not "the default"), listens, says where on log
+// (warning when it listens beyond loopback without a token), prints its
+// counters on SIGUSR1, and serves until ctx ends. Sessions are logged to
+// o.Log.
+func ServeCommand(ctx context.Context, o ServerOptions, log io.Writer) error {
+	if o.MaxSession <= 0 {
+		return flagError(fmt.Sprintf("--max-session %v: must be > 0", o.MaxSession))
+	}
+	if o.MaxSessions < 1 || o.MaxPerSource < 1 {
+		return flagError(fmt.Sprintf("--max-sessions %d / --max-per-source %d: must be ≥ 1", o.MaxSessions, o.MaxPerSource))
+	}
+	s, err := Listen(o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "cnibench server %s listening on %s (tcp+udp)\n", o.Version, s.Addr())
+	if s.Insecure() {
+		fmt.Fprintf(log, "warning: listening beyond loopback without a token: any host that reaches %s can run tests; set $%s (or --token) on server and clients\n", s.Addr(), TokenEnv)
+	}
+	defer s.StatsOnSIGUSR1(log)()
+	return s.Serve(ctx)
+}

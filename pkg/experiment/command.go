@@ -1,0 +1,94 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// RunFlags are the overrides `run`, `crosscheck` and `tune verify` take,
+// as given: warmup, precision and budget stay text so that "unset"
+// differs from 0.
+type RunFlags struct {
+	Repeats                   int
+	Duration                  time.Duration
+	Warmup, Precision, Budget string
+	Arms                      []string
+	Wakeup, CPUs              string
+	RetakeDisturbed           bool
+}
+
+// Apply parses the flags and overrides e with them; its errors wrap
+// ErrInvalid and name the flag.
+func (f RunFlags) Apply(e *Experiment) error {
+	ov := Overrides{Repeats: f.Repeats, Duration: f.Duration, Arms: f.Arms,
+		Wakeup: f.Wakeup, CPUs: f.CPUs, RetakeDisturbed: f.RetakeDisturbed}
+	if err := ov.SetText(f.Warmup, f.Precision, f.Budget); err != nil {
+		return err
+	}
+	return e.Override(ov)
+}
+
+// RunCommand is `cnibench run` (and `crosscheck`) as given.
+type RunCommand struct {
+	Ref   string // an experiment file, or the name of a ready experiment
+	Flags RunFlags
+	// Format is the report printed at the end (report.Formats, or "none"),
+	// to Output ("" = standard output).
+	Format, Output string
+	Local          LocalOptions
+	// ProfileArms, with Local.Profile, profiles only these arms.
+	ProfileArms []string
+}
+
+// Run loads and checks the experiment with its overrides (ErrInvalid
+// errors, before anything is stored or built), runs it on this host with
+// RunLocal and renders the stored run's report — also of an interrupted
+// run, or one with failed steps, whose error it then returns.
+func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
+	e, err := Load(c.Ref)
+	if err != nil {
+		return err
+	}
+	if err := c.Flags.Apply(e); err != nil {
+		return err
+	}
+	if c.Format != "none" && !report.ValidFormat(c.Format) {
+		return flagError(fmt.Sprintf("--format %q: want table, markdown, json, csv, html or none", c.Format))
+	}
+	if c.Local.Profile != nil {
+		if c.Local.ProfileArms, err = e.ArmSet("--profile-arms", c.ProfileArms); err != nil {
+			return err
+		}
+	}
+	runID, err := RunLocal(ctx, e, c.Local)
+	var failed *StepsFailedError
+	if err != nil && !errors.Is(err, ErrInterrupted) && !errors.As(err, &failed) {
+		return err
+	}
+	if runID != 0 && c.Format != "none" {
+		rerr := report.WriteFile(stdout, c.Output, func(w io.Writer) error {
+			db, err := store.Open(c.Local.DBPath)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return report.RenderStored(w, c.Format, db, fmt.Sprint(runID))
+		})
+		if rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// flagError is a bad flag value: its message as it is, matching ErrInvalid.
+type flagError string
+
+func (e flagError) Error() string        { return string(e) }
+func (e flagError) Is(target error) bool { return target == ErrInvalid }

@@ -1,0 +1,164 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnibench/cnibench/pkg/report"
+	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// ClusterFlags choose the cluster (as kubectl does) and, for the commands
+// that start pods, the namespace and image.
+type ClusterFlags struct {
+	Kubeconfig, Context          string
+	Namespace, Image, PullPolicy string
+}
+
+// Connect reaches the cluster the flags name.
+func (f ClusterFlags) Connect() (*Conn, error) { return Connect(f.Kubeconfig, f.Context) }
+
+// ResolveImage is ResolveImage of the flags: --image, or the name `image
+// build` gives this binary of version.
+func (f ClusterFlags) ResolveImage(version string) (string, corev1.PullPolicy, error) {
+	return ResolveImage(f.Image, f.PullPolicy, version)
+}
+
+// Info is `cnibench k8s info`: the cluster fingerprint a run records.
+func (f ClusterFlags) Info(ctx context.Context) (*Cluster, error) {
+	conn, err := f.Connect()
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := Fingerprint(ctx, conn.Client)
+	if err != nil {
+		return nil, err
+	}
+	c.Context, c.Server = conn.Context, conn.Server
+	return c, nil
+}
+
+// CleanCluster is `cnibench k8s clean`: Clean on the flags' cluster,
+// printing each object removed (also when a later one fails).
+func (f ClusterFlags) CleanCluster(ctx context.Context, wait time.Duration, w io.Writer) error {
+	conn, err := f.Connect()
+	if err != nil {
+		return err
+	}
+	removed, err := Clean(ctx, conn.Bulk, wait, time.Second)
+	for _, r := range removed {
+		fmt.Fprintln(w, "deleted", r)
+	}
+	if err == nil && len(removed) == 0 {
+		fmt.Fprintln(w, "nothing to clean")
+	}
+	return err
+}
+
+// AuditCommand is `cnibench k8s audit` as given.
+type AuditCommand struct {
+	Cluster ClusterFlags
+	Profile string // the tuning profile to judge against; "" = tune's default
+	Timeout time.Duration
+	Keep    bool
+	Version string
+}
+
+// Run audits every node of the cluster; progress goes to log.
+func (a AuditCommand) Run(ctx context.Context, log io.Writer) ([]NodeAudit, error) {
+	img, pp, err := a.Cluster.ResolveImage(a.Version)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := a.Cluster.Connect()
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	if a.Profile != "" {
+		args = append(args, "--profile", a.Profile)
+	}
+	r := &Runner{Client: conn.Client, RunID: runid.New()}
+	return r.Audit(ctx, AuditOptions{Namespace: a.Cluster.Namespace, Image: img, PullPolicy: pp, Args: args,
+		Timeout: a.Timeout, Keep: a.Keep, Log: log})
+}
+
+// RunCommand is `cnibench k8s run` as given: the measurement flags, the
+// cluster, the node choice and where the run is stored.
+type RunCommand struct {
+	RunFlags
+	Cluster                        ClusterFlags
+	ClientNode, ServerNode         string
+	NodeSelector                   string
+	ClientSelector, ServerSelector string
+	TolerateTaints                 bool
+	ReadyTimeout                   time.Duration
+	Keep                           bool
+	DBPath                         string
+	JSON                           bool // print the plan and samples as JSON instead of the report table
+	Version                        string
+	// Experiment is what the store keeps as the run's experiment: the
+	// flags as given, so the run can be repeated.
+	Experiment string
+}
+
+// Run checks every flag (a *FlagError, before the cluster is contacted),
+// plans the run against the cluster, measures it while storing each sample
+// in the results database, and prints the stored run's report (or JSON)
+// to out. Progress goes to log. A run stored with failed steps prints what
+// it has and returns the failure.
+func (c RunCommand) Run(ctx context.Context, out, log io.Writer) error {
+	o, sizes, err := c.Options()
+	if err != nil {
+		return err
+	}
+	img, pp, err := c.Cluster.ResolveImage(c.Version)
+	if err != nil {
+		return err
+	}
+	if c.Cluster.Image == "" && NeedsTools(o.Engines) {
+		img = DefaultToolsImage(img) // as `image build --with-tools` names it
+	}
+	conn, err := c.Cluster.Connect()
+	if err != nil {
+		return err
+	}
+	o.Namespace, o.Image, o.PullPolicy = c.Cluster.Namespace, img, pp
+	o.ClientNode, o.ServerNode, o.ReadyTimeout, o.Keep, o.Log = c.ClientNode, c.ServerNode, c.ReadyTimeout, c.Keep, log
+	o.NodeSelector, o.TolerateTaints = c.NodeSelector, c.TolerateTaints
+	o.ClientSelector, o.ServerSelector = c.ClientSelector, c.ServerSelector
+	r := &Runner{Client: conn.Client, Bulk: conn.Bulk}
+	plan, err := r.Prepare(ctx, o)
+	if err != nil {
+		return err
+	}
+	plan.Cluster.Context, plan.Cluster.Server = conn.Context, conn.Server
+	db, err := store.Open(c.DBPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rec, runErr := r.Record(ctx, plan, o, sizes, store.Recorder{DB: db}, c.Version, c.Experiment)
+	if rec.RunID == 0 {
+		return runErr
+	}
+	fmt.Fprintf(log, "stored %d sample(s) as run %d (%s) in %s; show it with: cnibench report %s\n",
+		rec.Stored, rec.RunID, rec.Name, db.Path(), rec.Name)
+	if c.JSON {
+		if err := WriteRunJSON(out, plan, rec.Samples); err != nil {
+			return err
+		}
+	} else if rec.Stored > 0 {
+		if err := report.RenderStored(out, report.FormatTable, db, fmt.Sprint(rec.RunID)); err != nil {
+			return errors.Join(runErr, err)
+		}
+		WriteSkipped(out, plan)
+	}
+	return runErr
+}

@@ -1,0 +1,39 @@
+package stages
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// ExplainCommand is `cnibench explain` as given: arms A and B of one
+// stored run, optionally only one test.
+type ExplainCommand struct {
+	DBPath, Run, A, B, Test string
+}
+
+// Print explains B against A, as text or (asJSON) one indented JSON
+// document holding the run, the arms and the cells. An unknown run or arm
+// and an unprofiled run are the store's and ErrNotProfiled errors.
+func (c ExplainCommand) Print(w io.Writer, asJSON bool) error {
+	db, err := store.OpenExisting(c.DBPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	run, samples, err := db.Load(c.Run)
+	if err != nil {
+		return err
+	}
+	es, err := ExplainRun(db, run, samples, c.A, c.B, c.Test)
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		return WriteText(w, es)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"run": run.Name, "a": c.A, "b": c.B, "cells": es})
+}

@@ -1,0 +1,109 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/cnibench/cnibench/pkg/disturb"
+	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
+	"github.com/cnibench/cnibench/pkg/tune"
+	"github.com/cnibench/cnibench/pkg/units"
+)
+
+// ErrInvalid is matched (errors.Is) by Command's errors about its flags.
+var ErrInvalid = errors.New("invalid verify flags")
+
+// flagError is a bad flag value: its message as it is, matching ErrInvalid
+// (and what it wraps).
+type flagError struct{ err error }
+
+func (e flagError) Error() string   { return e.err.Error() }
+func (e flagError) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
+// Command is `cnibench tune verify` as given.
+type Command struct {
+	Profile    string // latency or throughput (required)
+	Experiment string // a file or a ready experiment's name (required)
+	Scope      string // lab, or host (needs Yes)
+	Only       string // comma-separated knob ids; "" = all
+	Keep, Yes  bool
+	DB         string
+	JournalDir string
+	Run        experiment.RunFlags
+	Version    string
+}
+
+// Options checks the flags and loads the experiment with its overrides,
+// before anything is stored or changed.
+func (c Command) Options() (Options, error) {
+	if c.Profile == "" || c.Experiment == "" {
+		return Options{}, flagError{errors.New("verify needs --profile latency|throughput and --experiment FILE|NAME")}
+	}
+	p, err := tune.ParseProfile(c.Profile)
+	if err != nil {
+		return Options{}, flagError{err}
+	}
+	ks, err := tune.Select(units.SplitList(c.Only))
+	if err != nil {
+		return Options{}, flagError{err}
+	}
+	o := Options{Profile: p, Knobs: ks, Keep: c.Keep, JournalDir: c.JournalDir}
+	switch c.Scope {
+	case "lab":
+	case "host":
+		if !c.Yes {
+			return Options{}, flagError{errors.New("verify --scope host changes this machine's settings during the second run: add --yes")}
+		}
+		o.Host = true
+	default:
+		return Options{}, flagError{fmt.Errorf("bad --scope %q for verify: use lab or host", c.Scope)}
+	}
+	if o.Experiment, err = experiment.Load(c.Experiment); err != nil {
+		return Options{}, err
+	}
+	return o, c.Run.Apply(o.Experiment)
+}
+
+// Verify checks the flags, needs root and the experiment's tools, then
+// runs Verify on this host with the production collaborators and prints
+// the before/after comparison to stdout (also when steps failed, whose
+// error it then returns). Progress goes to stderr.
+func (c Command) Verify(ctx context.Context, stdout, stderr io.Writer) error {
+	o, err := c.Options()
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("verify builds network namespaces and changes kernel settings: run it with sudo")
+	}
+	if err := o.Experiment.Preflight(); err != nil {
+		return err
+	}
+	db, err := store.Open(c.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if f, ok := stderr.(*os.File); ok {
+		o.IsTerminal = term.IsTerminal(int(f.Fd()))
+	}
+	o.DB, o.Fingerprint, o.Disturb = db, sysinfo.Host.Fingerprint(c.Version), disturb.New(sysinfo.Host)
+	o.Out, o.Progress = stdout, stderr
+	o.OnApply = func(w io.Writer, rep *tune.ApplyReport) { tune.WriteApply(w, rep, false) }
+	res, err := Verify(ctx, o)
+	var failed *experiment.StepsFailedError
+	if err != nil && !errors.As(err, &failed) {
+		return err
+	}
+	if cerr := res.WriteComparison(stdout, db, o.Profile, c.Scope); cerr != nil {
+		return cerr
+	}
+	return err
+}
