@@ -61,13 +61,7 @@ func (b *builder) handle(ns string) (*netlink.Handle, error) {
 	if h, ok := b.handles[ns]; ok {
 		return h, nil
 	}
-	var h *netlink.Handle
-	var err error
-	if ns == "" {
-		h, err = netlink.NewHandle()
-	} else {
-		h, err = netns.Handle(ns)
-	}
+	h, err := netns.Handle(ns)
 	if err != nil {
 		return nil, err
 	}
