@@ -11,17 +11,15 @@
 #
 # Targets (docs/reports.md): ≤ 5 min per run, ≥ 90% of cells within ±5%,
 # vxlan vs host significant on all four metrics.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${CNIBENCH_BIN:-bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script bench-answer
 RUNS=${RUNS:-3}
 PRECISION=${PRECISION:-0.05}
-OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-answer.XXXXXX)}
-mkdir -p "$OUT"
+out_dir bench-answer
 DB=$OUT/answer.db
-[ "$(id -u)" = 0 ] || { echo "bench-answer: needs root (it builds labs)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "bench-answer: $BIN missing; run make build" >&2; exit 1; }
-command -v jq >/dev/null || { echo "bench-answer: needs jq (scripts/install-deps.sh)" >&2; exit 1; }
+need_root "it builds labs"
+need_bin
+need_tool jq
 
 echo "bench-answer: $RUNS runs of the default experiment into $DB ($(uptime | sed 's/.*load/load/'))"
 printf '%-4s %9s %18s %s\n' run "wall (s)" "cells within ±$(awk "BEGIN{print $PRECISION*100}")%" "vxlan vs host (tcp_lat udp_lat tcp_bw udp_bw)"

@@ -9,15 +9,16 @@
 #   ROUNDS=3 DUR=3 scripts/bench-engine.sh        (as root)
 set -euo pipefail
 
-BIN=${CNIBENCH_BIN:-$(pwd)/bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script bench-engine
 DUR=${DUR:-3}          # seconds per measurement
 ROUNDS=${ROUNDS:-3}    # alternations per tool
 # Every tool, server and client alike, runs at this nice level: on a shared
 # VM it keeps other jobs' CPU bursts from landing in one tool's round more
 # than another's. NICE=0 measures without it.
 NICE=${NICE:--15}
-[ "$(id -u)" = 0 ] || { echo "bench-engine: needs root (network namespaces)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "bench-engine: $BIN not built; run make build" >&2; exit 1; }
+need_root "network namespaces"
+need_bin
 for t in sockperf qperf iperf3 jq; do
   command -v $t >/dev/null || { echo "bench-engine: $t missing; run make deps" >&2; exit 1; }
 done

@@ -24,9 +24,8 @@
 # Each trial holds the exclusive CPU lock (/tmp/cnb-cpu.lock) only while it
 # measures (about two minutes), so other work on a shared machine waits
 # between trials rather than disturbing one.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${CNIBENCH_BIN:-bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script bench-gate
 TRIALS=${TRIALS:-10}
 REPEATS=${REPEATS:-40}
 DURATION=${DURATION:-500ms}
@@ -40,12 +39,11 @@ LOCK=${LOCK:-/tmp/cnb-cpu.lock}
 CPUS=${CPUS:-none}
 MODE=${MODE:-interleaved}
 case $MODE in separate | interleaved) ;; *) echo "bench-gate: MODE must be separate or interleaved" >&2; exit 2 ;; esac
-OUT=${OUT:-$(mktemp -d /tmp/cnb-bench-gate.XXXXXX)}
-mkdir -p "$OUT"
+out_dir bench-gate
 DB=$OUT/gate.db
-[ "$(id -u)" = 0 ] || { echo "bench-gate: needs root (it builds labs)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "bench-gate: $BIN missing; run make build" >&2; exit 1; }
-command -v jq >/dev/null || { echo "bench-gate: needs jq (scripts/install-deps.sh)" >&2; exit 1; }
+need_root "it builds labs"
+need_bin
+need_tool jq
 "$BIN" compare --help >/dev/null
 
 # experiment NAME POLICIES: one arm "pod" measuring tcp_crr.

@@ -4,12 +4,11 @@
 # (scripts/lab-iproute2.sh), alternating, REPEAT times each; print the median
 # wall times (process start to exit, up and down) and the ratios.
 # Target: cnibench <= 0.5 x iproute2 for each topology.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-BIN=${CNIBENCH_BIN:-bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script bench-lab
 REPEAT=${REPEAT:-5}
-[ "$(id -u)" = 0 ] || { echo "bench-lab: needs root" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "bench-lab: $BIN missing; run make build" >&2; exit 1; }
+need_root
+need_bin
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -12,48 +12,27 @@
 # Needs root; the cluster is purged on exit. K8SLAB as in e2e-k8s.sh.
 # E2E_CNI_OUT=DIR keeps the results database and the comparison there.
 # REPEATS (default 3) and DURATION (default 1s) size the runs.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script e2e-cni
 REPEATS=${REPEATS:-3}
 DURATION=${DURATION:-1s}
-T0=$(date +%s)
 
-fail() { echo "e2e-cni: FAIL: $*" >&2; exit 1; }
-step() { echo "e2e-cni: [$(date -u +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-
-[ "$(id -u)" = 0 ] || fail "needs root (k8slab runs kubelets and containerd)"
-if [ -z "${K8SLAB:-}" ]; then
-  for c in "$ROOT/../shared/k8slab/k8slab" "$ROOT/../../shared/k8slab/k8slab"; do
-    if [ -x "$c" ]; then K8SLAB=$(readlink -f "$c"); break; fi
-  done
-fi
-[ -n "${K8SLAB:-}" ] && [ -x "$K8SLAB" ] || fail "k8slab not found: set K8SLAB=/path/to/k8slab/k8slab"
-[ -x "$BIN" ] || fail "$BIN missing: run make build"
+need_root "k8slab runs kubelets and containerd"
+find_k8slab
+need_bin
+need_tool jq sqlite3
 
 TMP=$(mktemp -d /tmp/cnb-e2e-cni.XXXXXX)
 OUT=${E2E_CNI_OUT:-$TMP}
 mkdir -p "$OUT"
 export CNIBENCH_DB=$OUT/results.db
-cleanup() {
-  rc=$?
-  step "tearing down (k8slab down --purge)"
-  "$K8SLAB" down --purge >"$TMP/down.log" 2>&1 || { echo "e2e-cni: k8slab down failed:"; tail -5 "$TMP/down.log"; }
-  rm -rf "$TMP"
-  exit $rc
-}
-trap cleanup EXIT
+purge_on_exit "$TMP"
 
 step "k8slab install + build + build flannel (no-ops when the cache is warm)"
-"$K8SLAB" install >"$TMP/install.log" 2>&1 || { tail -20 "$TMP/install.log"; fail "k8slab install"; }
-"$K8SLAB" build >"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log"; fail "k8slab build"; }
-"$K8SLAB" build flannel >"$TMP/build-flannel.log" 2>&1 || { tail -20 "$TMP/build-flannel.log"; fail "k8slab build flannel"; }
+k8slab_prepare "$TMP" flannel
 grep "flanneld" "$TMP/build-flannel.log" | tail -1
 
-"$BIN" image build -o "$TMP/cnibench-image.tar" >"$TMP/image.txt"
-REF=$(sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p' "$TMP/image.txt")
-[ -n "$REF" ] || fail "image build printed no reference"
+build_image "$TMP/cnibench-image.tar"
 
 rx() { # flannel.1 rx packets on node $1 (0 when absent)
   ip -n "$1" -s -j link show flannel.1 2>/dev/null | jq -r '.[0].stats64.rx.packets // 0' 2>/dev/null || echo 0
@@ -62,11 +41,7 @@ rx() { # flannel.1 rx packets on node $1 (0 when absent)
 RUNS=()
 for CNI in bridge flannel-host-gw flannel-vxlan; do
   step "$CNI: k8slab down; CNI=$CNI k8slab up"
-  "$K8SLAB" down >"$TMP/down-$CNI.log" 2>&1 || { tail -5 "$TMP/down-$CNI.log"; fail "k8slab down before $CNI"; }
-  CNI=$CNI NODES=2 "$K8SLAB" up >"$TMP/up-$CNI.log" 2>&1 || { tail -20 "$TMP/up-$CNI.log"; fail "CNI=$CNI k8slab up"; }
-  eval "$("$K8SLAB" env)"
-  "$K8SLAB" import "$TMP/cnibench-image.tar" >"$TMP/import-$CNI.txt"
-  [ "$(grep -c "imported $REF" "$TMP/import-$CNI.txt")" = 2 ] || fail "$CNI: image not imported into both nodes"
+  cluster_up "$TMP" "$CNI" "$TMP/cnibench-image.tar" CNI="$CNI"
 
   before=$(rx k8slab-n1)
   step "$CNI: k8s run, all scenarios, $REPEATS repeats"
@@ -75,8 +50,7 @@ for CNI in bridge flannel-host-gw flannel-vxlan; do
     || { tail -5 "$TMP/run-$CNI.log"; fail "$CNI: k8s run exited non-zero"; }
   after=$(rx k8slab-n1)
   grep -E "^probed|ClusterIP" "$TMP/run-$CNI.log" || true
-  jq -e '[.samples[] | select(.error)] | length == 0' "$OUT/run-$CNI.json" >/dev/null \
-    || fail "$CNI: a client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$OUT/run-$CNI.json")"
+  no_pod_failed "$OUT/run-$CNI.json" "$CNI"
 
   # The run detected what was started, from the cluster, not from us.
   cni=$(jq -r .plan.cluster.cni "$OUT/run-$CNI.json")
@@ -93,7 +67,7 @@ for CNI in bridge flannel-host-gw flannel-vxlan; do
   if [ "$CNI" = flannel-vxlan ]; then
     [ $((after - before)) -gt 1000 ] || fail "flannel-vxlan: flannel.1 on k8slab-n1 received $((after - before)) packets during the run"
   fi
-  RUNS+=("$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$OUT/run-$CNI.json")")
+  RUNS+=("$(run_name "$OUT/run-$CNI.json")")
 done
 
 step "one experiment, three runs"

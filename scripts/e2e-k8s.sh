@@ -9,55 +9,33 @@
 # Needs root. The cluster is purged on exit, whatever happens. K8SLAB may
 # point at the k8slab script; otherwise ../shared/k8slab next to the repo
 # (or next to the worktree folder) is used.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script e2e-k8s
 
-fail() { echo "e2e-k8s: FAIL: $*" >&2; exit 1; }
-step() { echo "e2e-k8s: [$(date -u +%T)] $*"; }
 ns_phase() { kubectl get ns "$1" -o jsonpath='{.status.phase}' 2>/dev/null || true; }
 # left lists the cnibench objects (of run $1 when given) still in the
 # cluster, with phase and deletion mark, so that a failure says which.
 left() { kubectl get pods,svc -A -l "app.kubernetes.io/managed-by=cnibench${1:+,cnibench.io/run=$1}" --no-headers \
   -o custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase,DEL:.metadata.deletionTimestamp; }
 
-[ "$(id -u)" = 0 ] || fail "needs root (k8slab runs kubelets and containerd)"
-if [ -z "${K8SLAB:-}" ]; then
-  for c in "$ROOT/../shared/k8slab/k8slab" "$ROOT/../../shared/k8slab/k8slab"; do
-    if [ -x "$c" ]; then K8SLAB=$(readlink -f "$c"); break; fi
-  done
-fi
-[ -n "${K8SLAB:-}" ] && [ -x "$K8SLAB" ] || fail "k8slab not found: set K8SLAB=/path/to/k8slab/k8slab"
-[ -x "$BIN" ] || fail "$BIN missing: run make build"
+need_root "k8slab runs kubelets and containerd"
+find_k8slab
+need_bin
+need_tool jq sqlite3
 
 TMP=$(mktemp -d /tmp/cnb-e2e-k8s.XXXXXX)
 export CNIBENCH_DB=$TMP/results.db
-cleanup() {
-  rc=$?
-  step "tearing down (k8slab down --purge)"
-  "$K8SLAB" down --purge >"$TMP/down.log" 2>&1 || { echo "e2e-k8s: k8slab down failed:"; tail -5 "$TMP/down.log"; }
-  rm -rf "$TMP"
-  exit $rc
-}
-trap cleanup EXIT
+purge_on_exit "$TMP"
 
 step "k8slab install + build (a no-op when the cache is warm)"
-"$K8SLAB" install >"$TMP/install.log" 2>&1 || { tail -20 "$TMP/install.log"; fail "k8slab install"; }
-"$K8SLAB" build >"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log"; fail "k8slab build"; }
-step "NODES=2 k8slab up"
-NODES=2 "$K8SLAB" up >"$TMP/up.log" 2>&1 || { tail -20 "$TMP/up.log"; fail "k8slab up"; }
-eval "$("$K8SLAB" env)"
-kubectl get nodes -o wide
-
-step "cnibench image build + k8slab import"
-"$BIN" image build -o "$TMP/cnibench-image.tar" | tee "$TMP/image.txt"
-REF=$(sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p' "$TMP/image.txt")
-[ -n "$REF" ] || fail "image build printed no reference"
-"$BIN" image build -o "$TMP/again.tar" >/dev/null
+k8slab_prepare "$TMP"
+step "cnibench image build (twice: reproducible) + NODES=2 k8slab up + import"
+build_image "$TMP/cnibench-image.tar"
+cat "$TMP/cnibench-image.tar.txt"
+build_image "$TMP/again.tar"
 cmp -s "$TMP/cnibench-image.tar" "$TMP/again.tar" || fail "image build is not reproducible"
-"$K8SLAB" import "$TMP/cnibench-image.tar" | tee "$TMP/import.txt"
-[ "$(grep -c "imported $REF" "$TMP/import.txt")" = 2 ] || fail "image $REF not imported into both nodes"
+cluster_up "$TMP" bridge "$TMP/cnibench-image.tar"
+kubectl get nodes -o wide
 
 "$BIN" k8s info | tee "$TMP/info.txt"
 grep -q "Kubernetes v1.31" "$TMP/info.txt" || fail "k8s info: no version"
@@ -67,8 +45,8 @@ TESTS=tcp_lat,udp_lat,tcp_crr,tcp_bw,udp_bw
 "$BIN" k8s run --image-pull-policy Never --scenarios default --test $TESTS --msg-size 64 \
   --duration 1s --warmup 200ms --repeats 2 --json >"$TMP/run.json" 2> >(tee "$TMP/run.log" >&2) \
   || fail "k8s run exited $?"
-NAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/run.json")
-jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/run.json" >/dev/null || fail "a client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/run.json")"
+NAME=$(run_name "$TMP/run.json")
+no_pod_failed "$TMP/run.json" "run"
 jq -e '.plan.placements | map(select(.skip)) | length == 0' "$TMP/run.json" >/dev/null || fail "a scenario was skipped on a 2-node cluster"
 # Placement as promised: same node together, the others across the two nodes.
 jq -e '.plan.placements[] | select(.scenario=="pod-same-node") | .client_node == .server_node' "$TMP/run.json" >/dev/null || fail "pod-same-node not on one node"
@@ -101,8 +79,8 @@ step "k8s run --profile: client pods sample their node; profiles stored; stages 
 "$BIN" k8s run --image-pull-policy Never --scenarios pod-same-node,pod-cross-node --test tcp_lat --msg-size 1 \
   --duration 1s --warmup 300ms --repeats 2 --profile --json >"$TMP/prof.json" 2>"$TMP/prof.log" \
   || fail "profiled run: $(tail -1 "$TMP/prof.log")"
-jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/prof.json" >/dev/null || fail "a profiled client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/prof.json")"
-PNAME=$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$TMP/prof.json")
+no_pod_failed "$TMP/prof.json" "profiled run"
+PNAME=$(run_name "$TMP/prof.json")
 np=$(sqlite3 "$CNIBENCH_DB" "SELECT COUNT(*) FROM profiles p JOIN runs r ON r.id=p.run_id WHERE r.name='$PNAME' AND p.samples > 0 AND p.folded LIKE '%cnibench;%'")
 [ "$np" = 4 ] || fail "want 4 stored window profiles of $PNAME, got $np"
 "$BIN" report "$PNAME" | tee "$TMP/prof-report.txt" | grep -A2 "CPU by datapath stage"
@@ -122,7 +100,7 @@ step "pod-to-host, host-to-pod, hairpin, --parallel through the Service, --agent
 "$BIN" k8s run --image-pull-policy Never --scenarios pod-to-host,host-to-pod,hairpin,service --test tcp_lat,tcp_bw \
   --msg-size 64 --duration 1s --warmup 200ms --parallel 2 --agent-cpu --json >"$TMP/new.json" 2>"$TMP/new.log" \
   || fail "new scenarios: $(tail -1 "$TMP/new.log")"
-jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/new.json" >/dev/null || fail "a client pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/new.json")"
+no_pod_failed "$TMP/new.json" "run"
 jq -e '[.samples[].scenario] | unique | length == 4' "$TMP/new.json" >/dev/null || fail "want 4 scenarios measured"
 jq -e '[.samples[] | select(.scenario=="pod-to-host") | .target | startswith("10.250.0.")] | all' "$TMP/new.json" >/dev/null || fail "pod-to-host did not target a node IP"
 jq -e '[.samples[] | select(.scenario=="host-to-pod") | .target | startswith("10.244.")] | all' "$TMP/new.json" >/dev/null || fail "host-to-pod did not target a pod IP"
@@ -205,7 +183,7 @@ if command -v qperf >/dev/null && command -v iperf3 >/dev/null && command -v soc
   "$BIN" k8s run --image-pull-policy Never --engine builtin,qperf --scenarios pod-cross-node --test tcp_lat,tcp_bw \
     --msg-size 1K --duration 1s --warmup 200ms --json >"$TMP/xc.json" 2>"$TMP/xc.log" \
     || fail "cross-check run: $(tail -1 "$TMP/xc.log")"
-  jq -e '[.samples[] | select(.error)] | length == 0' "$TMP/xc.json" >/dev/null || fail "a cross-check pod failed: $(jq -c '[.samples[] | select(.error) | .error][0]' "$TMP/xc.json")"
+  no_pod_failed "$TMP/xc.json" "cross-check"
   jq -e '[.samples[] | select(.engine == "qperf") | .results[] | .tool.name] == ["qperf", "qperf"]' "$TMP/xc.json" >/dev/null \
     || fail "qperf pod gave no qperf results: $(jq -c '[.samples[] | select(.engine == "qperf")]' "$TMP/xc.json" | head -c 400)"
   # seed 000's command line, pod to pod.

@@ -15,46 +15,30 @@
 #   MODES="iptables nftables" COUNTS="0 1000 10000" REPEATS=4 DURATION=1s CNI=bridge
 #   OUT=DIR       keeps results.db, the runs' JSON and the reports (default: a temp dir, printed)
 #   CNB_LOCK=F    hold `flock -x F` around each measured run (a shared machine's CPU lock)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script k8s-proxy-scale
 MODES=${MODES:-iptables nftables}
 COUNTS=${COUNTS:-0 1000 10000}
 REPEATS=${REPEATS:-4}
 DURATION=${DURATION:-1s}
 CNI=${CNI:-bridge}
-T0=$(date +%s)
 
-fail() { echo "k8s-proxy-scale: FAIL: $*" >&2; exit 1; }
-step() { echo "k8s-proxy-scale: [$(date -u +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-
-[ "$(id -u)" = 0 ] || fail "needs root (k8slab)"
-if [ -z "${K8SLAB:-}" ]; then
-  for c in "$ROOT/../shared/k8slab/k8slab" "$ROOT/../../shared/k8slab/k8slab"; do
-    if [ -x "$c" ]; then K8SLAB=$(readlink -f "$c"); break; fi
-  done
-fi
-[ -n "${K8SLAB:-}" ] && [ -x "$K8SLAB" ] || fail "k8slab not found: set K8SLAB=/path/to/k8slab/k8slab"
-[ -x "$BIN" ] || fail "$BIN missing: run make build"
-OUT=${OUT:-$(mktemp -d /tmp/cnb-proxy-scale.XXXXXX)}
-mkdir -p "$OUT"
+need_root k8slab
+find_k8slab
+need_bin
+need_tool jq
+out_dir proxy-scale
 export CNIBENCH_DB=$OUT/results.db
 trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
-locked() { if [ -n "${CNB_LOCK:-}" ]; then flock -x "$CNB_LOCK" "$@"; else "$@"; fi; }
 
-"$K8SLAB" build >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; fail "k8slab build"; }
+k8slab_logged "$OUT/build.log" build
 # A private copy: rebuilding bin/cnibench during the runs must not change
 # the binary or the image reference under them.
 cp "$BIN" "$OUT/cnibench"; BIN=$OUT/cnibench
-REF=$("$BIN" image build -o "$OUT/cnibench-image.tar" | sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p')
-[ -n "$REF" ] || fail "image build printed no reference"
+build_image "$OUT/cnibench-image.tar"
 for MODE in $MODES; do
   step "$MODE: k8slab down; KUBE_PROXY_MODE=$MODE CNI=$CNI k8slab up"
-  "$K8SLAB" down >"$OUT/down-$MODE.log" 2>&1 || fail "k8slab down"
-  KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 "$K8SLAB" up >"$OUT/up-$MODE.log" 2>&1 || { tail -5 "$OUT/up-$MODE.log"; fail "k8slab up ($MODE)"; }
-  eval "$("$K8SLAB" env)"
-  "$K8SLAB" import "$OUT/cnibench-image.tar" >/dev/null
+  cluster_up "$OUT" "$MODE" "$OUT/cnibench-image.tar" KUBE_PROXY_MODE="$MODE" CNI="$CNI"
   for N in $COUNTS; do
     step "$MODE: --services $N (load: $(cut -d' ' -f1-3 /proc/loadavg))"
     locked "$BIN" k8s run --image "$REF" --image-pull-policy Never --scenarios pod-cross-node,service --services "$N" \
@@ -63,7 +47,7 @@ for MODE in $MODES; do
     grep -E "filler services: [0-9]+ Services|ClusterIP .* answers" "$OUT/run-$MODE-$N.log" || true
     kpm=$(jq -r '.plan.cluster.kube_proxy_mode' "$OUT/run-$MODE-$N.json")
     [ "$kpm" = "$MODE" ] || fail "$MODE N=$N: the run detected kube-proxy mode '$kpm'"
-    echo "$MODE $N $(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$OUT/run-$MODE-$N.json")" >>"$OUT/runs.txt"
+    echo "$MODE $N $(run_name "$OUT/run-$MODE-$N.json")" >>"$OUT/runs.txt"
   done
 done
 step "report"

@@ -9,27 +9,17 @@
 #   REPEATS=6 DURATION=1s SIZES=1,4K OUT=DIR CNB_LOCK=F (flock -x F around each measurement)
 #   LAB_ONLY=1    measure and store the lab part only (no cluster needed); a later run
 #                 with the same OUT reuses it
-set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BIN=${CNIBENCH_BIN:-$ROOT/bin/cnibench}
+. "$(dirname "$0")/lib.sh"
+cnb_script lab-vs-cluster
 REPEATS=${REPEATS:-6}
 DURATION=${DURATION:-1s}
 SIZES=${SIZES:-1,4K}
-T0=$(date +%s)
-fail() { echo "lab-vs-cluster: FAIL: $*" >&2; exit 1; }
-step() { echo "lab-vs-cluster: [$(date -u +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-locked() { if [ -n "${CNB_LOCK:-}" ]; then flock -x "$CNB_LOCK" "$@"; else "$@"; fi; }
 
-[ "$(id -u)" = 0 ] || fail "needs root"
-if [ -z "${K8SLAB:-}" ]; then
-  for c in "$ROOT/../shared/k8slab/k8slab" "$ROOT/../../shared/k8slab/k8slab"; do
-    if [ -x "$c" ]; then K8SLAB=$(readlink -f "$c"); break; fi
-  done
-fi
-[ -n "${K8SLAB:-}" ] && [ -x "$K8SLAB" ] || fail "k8slab not found: set K8SLAB=/path/to/k8slab/k8slab"
-OUT=${OUT:-$(mktemp -d /tmp/cnb-lab-vs-cluster.XXXXXX)}
-mkdir -p "$OUT"
+need_root
+find_k8slab
+need_bin
+need_tool jq
+out_dir lab-vs-cluster
 export CNIBENCH_DB=$OUT/results.db
 
 sizes_yaml=$(echo "$SIZES" | sed 's/,/, /g')
@@ -62,22 +52,18 @@ if [ "${LAB_ONLY:-}" = 1 ]; then step "lab run $LAB stored in $OUT"; exit 0; fi
 # not take down a cluster someone else brought up.
 trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 
-"$K8SLAB" build flannel >"$OUT/build.log" 2>&1 || fail "k8slab build flannel"
+k8slab_logged "$OUT/build.log" build flannel
 cp "$BIN" "$OUT/cnibench"; BIN=$OUT/cnibench
-REF=$("$BIN" image build -o "$OUT/cnibench-image.tar" | sed -n 's/^wrote [^ ]*: \([^ ]*\) .*/\1/p')
-[ -n "$REF" ] || fail "image build printed no reference"
+build_image "$OUT/cnibench-image.tar"
 K=()
 for CNI in flannel-host-gw flannel-vxlan; do
   step "$CNI: k8slab down; CNI=$CNI k8slab up"
-  "$K8SLAB" down >"$OUT/down-$CNI.log" 2>&1 || fail "k8slab down"
-  CNI=$CNI NODES=2 "$K8SLAB" up >"$OUT/up-$CNI.log" 2>&1 || { tail -5 "$OUT/up-$CNI.log"; fail "up $CNI"; }
-  eval "$("$K8SLAB" env)"
-  "$K8SLAB" import "$OUT/cnibench-image.tar" >/dev/null
+  cluster_up "$OUT" "$CNI" "$OUT/cnibench-image.tar" CNI="$CNI"
   step "$CNI: pod-cross-node, $REPEATS repeats (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   locked "$BIN" k8s run --image "$REF" --image-pull-policy Never --scenarios pod-cross-node --test tcp_lat,tcp_bw --msg-size "$SIZES" \
     --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" --json >"$OUT/run-$CNI.json" 2>"$OUT/run-$CNI.log" \
     || { tail -3 "$OUT/run-$CNI.log"; fail "k8s run $CNI"; }
-  K+=("$(jq -r '"cnb-" + .plan.run_id + "-k8s"' "$OUT/run-$CNI.json")")
+  K+=("$(run_name "$OUT/run-$CNI.json")")
 done
 
 step "ratios"

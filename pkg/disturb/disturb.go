@@ -8,10 +8,12 @@ package disturb
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -250,14 +252,8 @@ func Summary(ds []*result.Disturbance) (disturbed int, reasons []string) {
 			count[k]++
 		}
 	}
-	for k := range count {
-		reasons = append(reasons, k)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if count[reasons[i]] != count[reasons[j]] {
-			return count[reasons[i]] > count[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
+	reasons = slices.SortedFunc(maps.Keys(count), func(a, b string) int {
+		return cmp.Or(cmp.Compare(count[b], count[a]), strings.Compare(a, b))
 	})
 	for i, k := range reasons {
 		reasons[i] = fmt.Sprintf("%s (%d)", k, count[k])

@@ -61,13 +61,7 @@ func (b *builder) handle(ns string) (*netlink.Handle, error) {
 	if h, ok := b.handles[ns]; ok {
 		return h, nil
 	}
-	var h *netlink.Handle
-	var err error
-	if ns == "" {
-		h, err = netlink.NewHandle()
-	} else {
-		h, err = netns.Handle(ns)
-	}
+	h, err := netns.Handle(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -181,21 +175,13 @@ func nsLabel(ns string) string {
 // up and whose other end is "eth0" inside the pod's namespace, in one netlink
 // request (`ip link add hostIf type veth peer name eth0 netns POD`).
 func (b *builder) vethToPod(hostNS string, p pod, master int, mac net.HardwareAddr) error {
-	h, err := b.handle(hostNS)
-	if err != nil {
-		return err
-	}
-	fd, err := b.nsFd(p.netns)
-	if err != nil {
-		return err
-	}
+	// Created down: up only after IPv6 autoconfiguration is off (below).
 	la := netlink.NewLinkAttrs()
-	la.Name, la.MTU, la.TxQLen, la.Flags, la.MasterIndex = p.hostIf, b.lo.podMTU, 1000, net.FlagUp, master
-	la.HardwareAddr = mac
-	la.Flags = 0 // up only after IPv6 autoconfiguration is off (below)
-	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}
-	if err := h.LinkAdd(v); err != nil {
-		return fmt.Errorf("create veth %s (%s) to pod %s: %w", p.hostIf, nsLabel(hostNS), p.endpoint, err)
+	la.MasterIndex, la.HardwareAddr = master, mac
+	h, v, err := b.addEthVeth(hostNS, p.hostIf, la, p.netns,
+		fmt.Sprintf("%s (%s) to pod %s", p.hostIf, nsLabel(hostNS), p.endpoint))
+	if err != nil {
+		return err
 	}
 	// The node side of a pod veth gets no IPv6 link-local address: in the
 	// host namespace the host's routing stays as it was, and in a node no
@@ -210,19 +196,48 @@ func (b *builder) vethToPod(hostNS string, p pod, master int, mac net.HardwareAd
 	return nil
 }
 
+// addEthVeth creates, in one netlink request, a veth pair at the pod MTU
+// whose end name (attributes la) is in ns and whose peer is "eth0" in
+// peerNS; what names the pair in the error.
+func (b *builder) addEthVeth(ns, name string, la netlink.LinkAttrs, peerNS, what string) (*netlink.Handle, *netlink.Veth, error) {
+	h, err := b.handle(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd, err := b.nsFd(peerNS)
+	if err != nil {
+		return nil, nil, err
+	}
+	la.Name, la.MTU, la.TxQLen = name, b.lo.podMTU, 1000
+	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}
+	if err := h.LinkAdd(v); err != nil {
+		return nil, nil, fmt.Errorf("create veth %s: %w", what, err)
+	}
+	return h, v, nil
+}
+
+// podEth returns the netlink handle of a pod's namespace and its eth0.
+func (b *builder) podEth(p pod) (*netlink.Handle, netlink.Link, error) {
+	h, err := b.handle(p.netns)
+	if err != nil {
+		return nil, nil, err
+	}
+	eth, err := h.LinkByName("eth0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s: find eth0: %w", p.endpoint, err)
+	}
+	return h, eth, nil
+}
+
 // addrGenModeNone is IN6_ADDR_GEN_MODE_NONE (`ip link set X addrgenmode none`).
 const addrGenModeNone = 1
 
 // podUp configures eth0 in a pod: its address, up, and for routed pods the
 // gateway route and pinned gateway neighbour.
 func (b *builder) podUp(p pod, routed bool, extraRoutes ...*net.IPNet) error {
-	h, err := b.handle(p.netns)
+	h, eth, err := b.podEth(p)
 	if err != nil {
 		return err
-	}
-	eth, err := h.LinkByName("eth0")
-	if err != nil {
-		return fmt.Errorf("pod %s: find eth0: %w", p.endpoint, err)
 	}
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.ip, Mask: net.CIDRMask(p.prefix, 32)}}
 	if err := h.AddrAdd(eth, addr); err != nil {
@@ -268,18 +283,8 @@ func (b *builder) serviceRoutes(p pod) []*net.IPNet {
 func (b *builder) buildVeth() error {
 	c, s := b.lo.pods[0], b.lo.pods[1]
 	// Create eth0 in the client and its peer eth0 in the server directly.
-	h, err := b.handle(c.netns)
-	if err != nil {
+	if _, _, err := b.addEthVeth(c.netns, "eth0", netlink.NewLinkAttrs(), s.netns, "client-server"); err != nil {
 		return err
-	}
-	fd, err := b.nsFd(s.netns)
-	if err != nil {
-		return err
-	}
-	la := netlink.NewLinkAttrs()
-	la.Name, la.MTU, la.TxQLen = "eth0", b.lo.podMTU, 1000
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: fd, PeerMTU: uint32(b.lo.podMTU), PeerTxQLen: 1000}); err != nil {
-		return fmt.Errorf("create veth client-server: %w", err)
 	}
 	if err := b.podUp(c, false, b.serviceRoutes(c)...); err != nil {
 		return err

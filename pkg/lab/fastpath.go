@@ -36,13 +36,9 @@ func (b *builder) applyFastpath() error {
 			if p.node != n {
 				continue
 			}
-			ph, err := b.handle(p.netns)
+			_, eth, err := b.podEth(p)
 			if err != nil {
-				return err
-			}
-			eth, err := ph.LinkByName("eth0")
-			if err != nil {
-				return fmt.Errorf("fastpath: pod %s: %w", p.endpoint, err)
+				return fmt.Errorf("fastpath: %w", err)
 			}
 			node.Pods = append(node.Pods, fastpath.Pod{IP: p.ip, MAC: eth.Attrs().HardwareAddr, HostIf: p.hostIf})
 		}

@@ -219,14 +219,9 @@ func nftablesRuleCount(ports []svcPort) int {
 // applyProxy programs kube-proxy's rules on every node: iptables-restore in
 // iptables mode, one netlink batch in nftables mode.
 func (b *builder) applyProxy(ctx context.Context) error {
-	var server net.IP
-	for _, p := range b.lo.pods {
-		if p.endpoint == "server" {
-			server = p.ip
-		}
-	}
+	server, _ := b.lo.endpoints()
 	m := max(1, b.s.Endpoints)
-	ports := kubeServices(b.s.Services, m, server)
+	ports := kubeServices(b.s.Services, m, server.ip)
 	var rules int
 	switch b.s.Proxy {
 	case ProxyIPTables:

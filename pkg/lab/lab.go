@@ -22,8 +22,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -113,19 +115,17 @@ func (l *Lab) Endpoint(name string) (Endpoint, error) {
 
 // EndpointNames returns the endpoint names: client, server, nodes, then other pods.
 func (l *Lab) EndpointNames() []string {
-	rank := map[string]int{"client": 0, "server": 1, "node1": 2, "node2": 3}
-	var out []string
-	for k := range l.Endpoints {
-		out = append(out, k)
+	first := []string{"client", "server", "node1", "node2"}
+	pos := func(name string) int {
+		if i := slices.Index(first, name); i >= 0 {
+			return i
+		}
+		return len(first)
 	}
+	out := slices.Collect(maps.Keys(l.Endpoints))
 	sort.Slice(out, func(i, j int) bool {
-		ri, oki := rank[out[i]]
-		rj, okj := rank[out[j]]
-		switch {
-		case oki && okj:
-			return ri < rj
-		case oki != okj:
-			return oki
+		if pi, pj := pos(out[i]), pos(out[j]); pi != pj {
+			return pi < pj
 		}
 		return naturalLess(out[i], out[j])
 	})

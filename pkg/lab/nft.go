@@ -44,15 +44,7 @@ func routedTopo(t string) bool {
 // namespace in one atomic netlink batch.
 func (b *builder) applyNft() error {
 	table := nameOfTable(b.l.ID)
-	var server, client pod
-	for _, p := range b.lo.pods {
-		switch p.endpoint {
-		case "server":
-			server = p
-		case "client":
-			client = p
-		}
-	}
+	server, client := b.lo.endpoints()
 	// Where the stateful rule and notrack go: the nodes when they route pod
 	// traffic, otherwise the receiving (server) pod.
 	var pathNS []string

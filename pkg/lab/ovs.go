@@ -243,7 +243,19 @@ func (o privOVS) env() []string {
 	return []string{"OVS_RUNDIR=" + o.dir, "OVS_LOGDIR=" + o.dir, "OVS_DBDIR=" + o.dir, "OVS_SYSCONFDIR=" + o.dir}
 }
 
+// start starts the private ovsdb-server and the kernel-datapath vswitchd.
 func (o privOVS) start(ctx context.Context) error {
+	if err := o.startDB(ctx); err != nil {
+		return err
+	}
+	_, err := run(ctx, o.ns, o.env(), "ovs-vswitchd", o.sock(),
+		"--pidfile="+filepath.Join(o.dir, "ovs-vswitchd.pid"), "--detach", "--no-chdir",
+		"--log-file="+filepath.Join(o.dir, "ovs-vswitchd.log"))
+	return err
+}
+
+// startDB starts the private ovsdb-server and initialises its database.
+func (o privOVS) startDB(ctx context.Context) error {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
@@ -256,18 +268,17 @@ func (o privOVS) start(ctx context.Context) error {
 		"--log-file="+filepath.Join(o.dir, "ovsdb-server.log")); err != nil {
 		return err
 	}
-	if err := o.vsctl(ctx, "--no-wait", "init"); err != nil {
-		return err
-	}
-	_, err := run(ctx, o.ns, o.env(), "ovs-vswitchd", o.sock(),
-		"--pidfile="+filepath.Join(o.dir, "ovs-vswitchd.pid"), "--detach", "--no-chdir",
-		"--log-file="+filepath.Join(o.dir, "ovs-vswitchd.log"))
-	return err
+	return o.vsctl(ctx, "--no-wait", "init")
 }
 
 func (o privOVS) vsctl(ctx context.Context, args ...string) error {
-	_, err := run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock()}, args...)...)
+	_, err := o.ctl(ctx, args...)
 	return err
+}
+
+// ctl runs ovs-vsctl against the private database and returns its output.
+func (o privOVS) ctl(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock()}, args...)...)
 }
 
 // stopPrivOVS stops a private OVS instance by its pid files and removes its

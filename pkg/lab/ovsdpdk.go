@@ -221,26 +221,9 @@ func (b *builder) buildOVSDPDK(ctx context.Context) error {
 	return b.ovsPods(ctx)
 }
 
-// startDB starts the private ovsdb-server and initialises its database.
-func (o privOVS) startDB(ctx context.Context) error {
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
-		return err
-	}
-	db := filepath.Join(o.dir, "conf.db")
-	if _, err := run(ctx, "", nil, "ovsdb-tool", "create", db, ovsSchema); err != nil {
-		return err
-	}
-	if _, err := run(ctx, o.ns, o.env(), "ovsdb-server", db, "--remote=punix:"+filepath.Join(o.dir, "db.sock"),
-		"--pidfile="+filepath.Join(o.dir, "ovsdb-server.pid"), "--detach", "--no-chdir",
-		"--log-file="+filepath.Join(o.dir, "ovsdb-server.log")); err != nil {
-		return err
-	}
-	return o.vsctl(ctx, "--no-wait", "init")
-}
-
 // get reads one OVSDB value (ovs-vsctl get), unquoted.
 func (o privOVS) get(ctx context.Context, args ...string) (string, error) {
-	out, err := run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock(), "get"}, args...)...)
+	out, err := o.ctl(ctx, append([]string{"get"}, args...)...)
 	return strings.Trim(strings.TrimSpace(out), `"`), err
 }
 

@@ -56,6 +56,19 @@ type layout struct {
 	underMTU  int
 }
 
+// endpoints returns the server and the client pod.
+func (lo *layout) endpoints() (server, client pod) {
+	for _, p := range lo.pods {
+		switch p.endpoint {
+		case "server":
+			server = p
+		case "client":
+			client = p
+		}
+	}
+	return server, client
+}
+
 func (lo *layout) namespaces() []string {
 	var out []string
 	out = append(out, lo.nodeNS...)

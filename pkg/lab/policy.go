@@ -102,15 +102,7 @@ func addPolicyRules(c *nftables.Conn, table, mode string, podIP net.IP, peers []
 
 // applyPolicies filters the server pod's ingress in its node.
 func (b *builder) applyPolicies() error {
-	var server, client pod
-	for _, p := range b.lo.pods {
-		switch p.endpoint {
-		case "server":
-			server = p
-		case "client":
-			client = p
-		}
-	}
+	server, client := b.lo.endpoints()
 	ns := b.lo.nodeNS[server.node-1]
 	mode := b.s.PolicyMode
 	if mode == "" {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,11 +121,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 			return nil, fmt.Errorf("field pods_per_node: %w", err)
 		}
 	}
-	keys := make([]string, 0, len(f.Knobs))
-	for k := range f.Knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(f.Knobs))
 	for _, k := range keys {
 		n := f.Knobs[k]
 		if n.Kind != yaml.ScalarNode {
@@ -169,11 +166,7 @@ func Resolve(topology, dir string, knobs map[string]string) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(knobs))
-	for k := range knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(knobs))
 	for _, k := range keys {
 		if err := spec.Set(k, knobs[k]); err != nil {
 			return nil, err
@@ -189,10 +182,6 @@ func Resolve(topology, dir string, knobs map[string]string) (*Spec, error) {
 // server, node1, …), without building it.
 func (s *Spec) EndpointNames() []string {
 	l := plan(s, "chck", "check")
-	names := make([]string, 0, len(l.Endpoints))
-	for n := range l.Endpoints {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(l.Endpoints))
 	return names
 }

@@ -135,8 +135,12 @@ func onLockedThread(fn func() error) error {
 }
 
 // Handle returns a netlink handle that operates inside the named namespace
-// without switching the calling thread (netlink.NewHandleAt).
+// without switching the calling thread (netlink.NewHandleAt). An empty name
+// gives a handle in the caller's namespace, as Start does.
 func Handle(name string) (*netlink.Handle, error) {
+	if name == "" {
+		return netlink.NewHandle()
+	}
 	h, err := vns.GetFromName(name)
 	if err != nil {
 		return nil, fmt.Errorf("open netns %q: %w", name, err)

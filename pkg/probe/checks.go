@@ -116,21 +116,18 @@ func checks() []check {
 // linkCheck creates the link in the throwaway namespace and deletes it.
 func linkCheck(id, title string, mk func() netlink.Link) check {
 	return check{id: id, title: title, needsNS: true, run: func(_ context.Context, ns string) (*bool, string, string) {
-		h, err := netns.Handle(ns)
-		if err != nil {
-			return nil, "netlink in a throwaway namespace", err.Error()
-		}
-		defer h.Close()
-		l := mk()
-		how := fmt.Sprintf("tried a %s link in a throwaway namespace", l.Type())
-		if err := h.LinkAdd(l); err != nil {
-			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOENT) {
-				return no(), how, "the kernel refused the link type: " + err.Error()
+		return withHandle(ns, "netlink in a throwaway namespace", func(h *netlink.Handle) (*bool, string, string) {
+			l := mk()
+			how := fmt.Sprintf("tried a %s link in a throwaway namespace", l.Type())
+			if err := h.LinkAdd(l); err != nil {
+				if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOENT) {
+					return no(), how, "the kernel refused the link type: " + err.Error()
+				}
+				return no(), how, err.Error()
 			}
-			return no(), how, err.Error()
-		}
-		_ = h.LinkDel(l)
-		return yes(), how, ""
+			_ = h.LinkDel(l)
+			return yes(), how, ""
+		})
 	}}
 }
 
@@ -157,111 +154,18 @@ func trivialProg(t ebpf.ProgramType) (*ebpf.Program, error) {
 	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: t, Instructions: insns, License: "GPL"})
 }
 
-func tcx(_ context.Context, ns string) (*bool, string, string) {
-	how := "attached a tcx program to lo in a throwaway namespace"
+// inNS runs fn on a thread inside ns. fn returns the verdict and its
+// detail, or an error when the check itself could not run, which leaves the
+// capability undecided.
+func inNS(ns, how string, fn func() (ok bool, detail string, err error)) (*bool, string, string) {
 	var ok *bool
 	var detail string
 	err := netns.Do(ns, func() error {
-		lo, err := net.InterfaceByName("lo")
+		v, d, err := fn()
 		if err != nil {
 			return err
 		}
-		p, err := trivialProg(ebpf.SchedCLS)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
-		l, err := link.AttachTCX(link.TCXOptions{Interface: lo.Index, Program: p, Attach: ebpf.AttachTCXIngress})
-		if err != nil {
-			ok, detail = no(), err.Error()
-			return nil
-		}
-		ok = yes()
-		return l.Close()
-	})
-	if err != nil {
-		return nil, how, err.Error()
-	}
-	return ok, how, detail
-}
-
-func xdpVeth(_ context.Context, ns string) (*bool, string, string) {
-	how := "attached an XDP program (native mode) to a veth in a throwaway namespace"
-	h, err := netns.Handle(ns)
-	if err != nil {
-		return nil, how, err.Error()
-	}
-	defer h.Close()
-	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "p-xdp0"}, PeerName: "p-xdp1"}
-	if err := h.LinkAdd(v); err != nil {
-		return nil, how, err.Error()
-	}
-	defer func() { _ = h.LinkDel(v) }()
-	var ok *bool
-	var detail string
-	err = netns.Do(ns, func() error {
-		ifc, err := net.InterfaceByName("p-xdp0")
-		if err != nil {
-			return err
-		}
-		p, err := trivialProg(ebpf.XDP)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
-		l, err := link.AttachXDP(link.XDPOptions{Program: p, Interface: ifc.Index, Flags: link.XDPDriverMode})
-		if err != nil {
-			ok, detail = no(), err.Error()
-			return nil
-		}
-		ok = yes()
-		return l.Close()
-	})
-	if err != nil {
-		return nil, how, err.Error()
-	}
-	return ok, how, detail
-}
-
-func bigTCP(_ context.Context, ns string) (*bool, string, string) {
-	how := "set gso_max_size 185000 on a veth in a throwaway namespace and read it back"
-	h, err := netns.Handle(ns)
-	if err != nil {
-		return nil, how, err.Error()
-	}
-	defer h.Close()
-	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "p-big0"}, PeerName: "p-big1"}
-	if err := h.LinkAdd(v); err != nil {
-		return nil, how, err.Error()
-	}
-	defer func() { _ = h.LinkDel(v) }()
-	if err := h.LinkSetGSOMaxSize(v, 185000); err != nil {
-		return no(), how, err.Error()
-	}
-	l, err := h.LinkByName("p-big0")
-	if err != nil {
-		return nil, how, err.Error()
-	}
-	if l.Attrs().GSOMaxSize > 65536 {
-		return yes(), how, fmt.Sprintf("gso_max_size %d", l.Attrs().GSOMaxSize)
-	}
-	return no(), how, fmt.Sprintf("gso_max_size stays %d", l.Attrs().GSOMaxSize)
-}
-
-func nftablesCheck(_ context.Context, ns string) (*bool, string, string) {
-	how := "listed nftables tables over netlink in a throwaway namespace"
-	var ok *bool
-	var detail string
-	err := netns.Do(ns, func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		if _, err := c.ListTables(); err != nil {
-			ok, detail = no(), err.Error()
-			return nil
-		}
-		ok = yes()
+		ok, detail = &v, d
 		return nil
 	})
 	if err != nil {
@@ -270,22 +174,108 @@ func nftablesCheck(_ context.Context, ns string) (*bool, string, string) {
 	return ok, how, detail
 }
 
-func xfrmESP(_ context.Context, ns string) (*bool, string, string) {
-	how := "added and deleted an ESP security association (cbc(aes)+hmac(sha256)) in a throwaway namespace"
+// withHandle runs fn with a netlink handle inside ns.
+func withHandle(ns, how string, fn func(h *netlink.Handle) (*bool, string, string)) (*bool, string, string) {
 	h, err := netns.Handle(ns)
 	if err != nil {
 		return nil, how, err.Error()
 	}
 	defer h.Close()
-	st := &netlink.XfrmState{Src: net.ParseIP("192.0.2.1"), Dst: net.ParseIP("192.0.2.2"), Proto: netlink.XFRM_PROTO_ESP,
-		Mode: netlink.XFRM_MODE_TUNNEL, Spi: 0x100,
-		Crypt: &netlink.XfrmStateAlgo{Name: "cbc(aes)", Key: make([]byte, 16)},
-		Auth:  &netlink.XfrmStateAlgo{Name: "hmac(sha256)", Key: make([]byte, 32), TruncateLen: 128}}
-	if err := h.XfrmStateAdd(st); err != nil {
-		return no(), how, err.Error()
-	}
-	_ = h.XfrmStateDel(st)
-	return yes(), how, ""
+	return fn(h)
+}
+
+// withVeth runs fn while a veth pair named prefix0/prefix1 exists in ns.
+func withVeth(ns, how, prefix string, fn func(h *netlink.Handle, v *netlink.Veth) (*bool, string, string)) (*bool, string, string) {
+	return withHandle(ns, how, func(h *netlink.Handle) (*bool, string, string) {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: prefix + "0"}, PeerName: prefix + "1"}
+		if err := h.LinkAdd(v); err != nil {
+			return nil, how, err.Error()
+		}
+		defer func() { _ = h.LinkDel(v) }()
+		return fn(h, v)
+	})
+}
+
+// attachCheck attaches a trivial program of type t to ifname inside ns: the
+// capability is there when attach succeeds.
+func attachCheck(ns, how, ifname string, t ebpf.ProgramType, attach func(p *ebpf.Program, ifindex int) (link.Link, error)) (*bool, string, string) {
+	return inNS(ns, how, func() (bool, string, error) {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return false, "", err
+		}
+		p, err := trivialProg(t)
+		if err != nil {
+			return false, "", err
+		}
+		defer p.Close()
+		l, err := attach(p, ifc.Index)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", l.Close()
+	})
+}
+
+func tcx(_ context.Context, ns string) (*bool, string, string) {
+	return attachCheck(ns, "attached a tcx program to lo in a throwaway namespace", "lo", ebpf.SchedCLS,
+		func(p *ebpf.Program, ifindex int) (link.Link, error) {
+			return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: p, Attach: ebpf.AttachTCXIngress})
+		})
+}
+
+func xdpVeth(_ context.Context, ns string) (*bool, string, string) {
+	how := "attached an XDP program (native mode) to a veth in a throwaway namespace"
+	return withVeth(ns, how, "p-xdp", func(*netlink.Handle, *netlink.Veth) (*bool, string, string) {
+		return attachCheck(ns, how, "p-xdp0", ebpf.XDP, func(p *ebpf.Program, ifindex int) (link.Link, error) {
+			return link.AttachXDP(link.XDPOptions{Program: p, Interface: ifindex, Flags: link.XDPDriverMode})
+		})
+	})
+}
+
+func bigTCP(_ context.Context, ns string) (*bool, string, string) {
+	how := "set gso_max_size 185000 on a veth in a throwaway namespace and read it back"
+	return withVeth(ns, how, "p-big", func(h *netlink.Handle, v *netlink.Veth) (*bool, string, string) {
+		if err := h.LinkSetGSOMaxSize(v, 185000); err != nil {
+			return no(), how, err.Error()
+		}
+		l, err := h.LinkByName("p-big0")
+		if err != nil {
+			return nil, how, err.Error()
+		}
+		if l.Attrs().GSOMaxSize > 65536 {
+			return yes(), how, fmt.Sprintf("gso_max_size %d", l.Attrs().GSOMaxSize)
+		}
+		return no(), how, fmt.Sprintf("gso_max_size stays %d", l.Attrs().GSOMaxSize)
+	})
+}
+
+func nftablesCheck(_ context.Context, ns string) (*bool, string, string) {
+	return inNS(ns, "listed nftables tables over netlink in a throwaway namespace", func() (bool, string, error) {
+		c, err := nftables.New()
+		if err != nil {
+			return false, "", err
+		}
+		if _, err := c.ListTables(); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
+func xfrmESP(_ context.Context, ns string) (*bool, string, string) {
+	how := "added and deleted an ESP security association (cbc(aes)+hmac(sha256)) in a throwaway namespace"
+	return withHandle(ns, how, func(h *netlink.Handle) (*bool, string, string) {
+		st := &netlink.XfrmState{Src: net.ParseIP("192.0.2.1"), Dst: net.ParseIP("192.0.2.2"), Proto: netlink.XFRM_PROTO_ESP,
+			Mode: netlink.XFRM_MODE_TUNNEL, Spi: 0x100,
+			Crypt: &netlink.XfrmStateAlgo{Name: "cbc(aes)", Key: make([]byte, 16)},
+			Auth:  &netlink.XfrmStateAlgo{Name: "hmac(sha256)", Key: make([]byte, 32), TruncateLen: 128}}
+		if err := h.XfrmStateAdd(st); err != nil {
+			return no(), how, err.Error()
+		}
+		_ = h.XfrmStateDel(st)
+		return yes(), how, ""
+	})
 }
 
 func perfEvent(typ uint32, config uint64) func(context.Context, string) (*bool, string, string) {

@@ -2,9 +2,11 @@ package profile
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -103,17 +105,10 @@ func WriteFolded(w io.Writer, stacks map[string]uint64) error {
 }
 
 func sortedStacks(stacks map[string]uint64) []string {
-	keys := make([]string, 0, len(stacks))
-	for k := range stacks {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if stacks[keys[i]] != stacks[keys[j]] {
-			return stacks[keys[i]] > stacks[keys[j]]
-		}
-		return keys[i] < keys[j]
+	// Most samples first; equal counts by stack, so the output is stable.
+	return slices.SortedFunc(maps.Keys(stacks), func(a, b string) int {
+		return cmp.Or(cmp.Compare(stacks[b], stacks[a]), strings.Compare(a, b))
 	})
-	return keys
 }
 
 // ParseFolded reads folded lines ("a;b;c 12"). Lines with the same stack

@@ -1,7 +1,9 @@
 package stages
 
 import (
-	"sort"
+	"cmp"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -42,28 +44,19 @@ func Classify(stack string) Stage {
 	return found
 }
 
-// measuredComms are the processes a measurement runs or drives: the
-// engines and reference tools, Open vSwitch, and (measuredPrefixes) the
-// kernel's own threads: idle, softirq, workqueues.
-var measuredComms = map[string]bool{"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true,
-	"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true,
-	"ovs-vswitchd-dp": true} // ovs-vswitchd-dpdk (ovs-dpdk lab), cut to comm's 15 bytes
-
-var measuredPrefixes = []string{"swapper/", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"}
+// measured are the processes a measurement runs or drives: the engines
+// and reference tools, Open vSwitch, and (by prefix) the kernel's own
+// threads: idle, softirq, workqueues.
+var measured = nameSet{
+	exact: map[string]bool{"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true,
+		"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true,
+		"ovs-vswitchd-dp": true}, // ovs-vswitchd-dpdk (ovs-dpdk lab), cut to comm's 15 bytes
+	prefixes: []string{"swapper/", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"},
+}
 
 // MeasuredComm reports whether a process belongs to the measurement (see
 // OtherProcs for what happens to the rest).
-func MeasuredComm(comm string) bool {
-	if measuredComms[comm] {
-		return true
-	}
-	for _, p := range measuredPrefixes {
-		if strings.HasPrefix(comm, p) {
-			return true
-		}
-	}
-	return false
-}
+func MeasuredComm(comm string) bool { return measured.has(comm) }
 
 // inSoftirq: a softirq runs on whatever stack it interrupted, so the
 // datapath's receive work can land on any process's stack.
@@ -166,24 +159,13 @@ func (b Breakdown) Get(s Stage) Share {
 
 // sortStages lists the stages of m in report order.
 func sortStages(m map[Stage]uint64) []Stage {
-	rank := map[Stage]int{}
-	for i, s := range Order {
-		rank[s] = i
-	}
-	var out []Stage
-	for s := range m {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		ri, iok := rank[out[i]]
-		rj, jok := rank[out[j]]
-		switch {
-		case iok && jok:
-			return ri < rj
-		case iok != jok:
-			return iok
+	pos := func(s Stage) int {
+		if i := slices.Index(Order, s); i >= 0 {
+			return i
 		}
-		return out[i] < out[j]
+		return len(Order) // user stages, after the kernel's
+	}
+	return slices.SortedFunc(maps.Keys(m), func(a, b Stage) int {
+		return cmp.Or(cmp.Compare(pos(a), pos(b)), cmp.Compare(a, b))
 	})
-	return out
 }

@@ -3,7 +3,8 @@ package stages
 import (
 	"fmt"
 	"html"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -79,11 +80,7 @@ func FlameSVG(stacks map[string]uint64, title string) string {
 			fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%d\">%s</text>", x+2, y+rowH-4, html.EscapeString(label))
 		}
 		b.WriteString("</g>\n")
-		names := make([]string, 0, len(n.children))
-		for k := range n.children {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(n.children))
 		for _, k := range names {
 			c := n.children[k]
 			draw(c, x, level+1)

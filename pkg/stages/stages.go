@@ -212,7 +212,7 @@ var prefixes = []rule{
 
 // helpers never name a stage: their time belongs to whoever called them
 // (a lock released by try_to_wake_up is the wake-up's cost).
-var helperExact = map[string]bool{
+var helpers = nameSet{exact: map[string]bool{
 	"finish_task_switch": true, "__local_bh_enable_ip": true, "local_bh_enable": true, "__rcu_read_lock": true,
 	"__rcu_read_unlock": true, "rcu_read_unlock_strict": true, "lock_sock_nested": true, "release_sock": true,
 	"__release_sock": true, "lock_acquire": true, "lock_release": true, "memcpy": true, "memset": true,
@@ -228,9 +228,7 @@ var helperExact = map[string]bool{
 	"native_read_msr": true, "native_write_msr": true, "__cond_resched": true, "_cond_resched": true,
 	"refill_stock": true, "mod_memcg_state": true, "__mod_memcg_state": true, "__mod_memcg_lruvec_state": true,
 	"mem_cgroup_charge_skmem": true, "mem_cgroup_uncharge_skmem": true, "try_charge_memcg": true,
-}
-
-var helperPrefixes = []string{
+}, prefixes: []string{
 	"_raw_spin_", "raw_spin_", "__raw_spin_", "_raw_read_", "_raw_write_", "queued_spin_", "queued_read_",
 	"queued_write_", "native_queued_spin_", "__pv_queued_spin_", "pv_queued_spin_", "preempt_", "__preempt_",
 	"native_irq_", "arch_local_irq", "local_irq_", "trace_hardirqs_", "lockdep_", "rcu_", "__rcu_",
@@ -238,6 +236,24 @@ var helperPrefixes = []string{
 	"asm_exc_", "entry_IBPB", "clear_bhb_loop", "__kmalloc", "kmalloc_", "__kmem_cache", "kmem_cache_",
 	"__alloc_pages", "alloc_pages", "get_page_from_freelist", "free_unref_page", "__free_pages", "page_counter_",
 	"memcg_", "__memcg_", "obj_cgroup_", "percpu_counter_", "__percpu_counter_", "refcount_",
+}}
+
+// nameSet matches names exactly or by prefix.
+type nameSet struct {
+	exact    map[string]bool
+	prefixes []string
+}
+
+func (n nameSet) has(name string) bool {
+	if n.exact[name] {
+		return true
+	}
+	for _, p := range n.prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Normalize removes the compiler's clone suffixes (".isra.0",
@@ -252,16 +268,7 @@ func Normalize(fn string) string {
 // IsHelper reports whether fn is a lock, irq, preemption, RCU or
 // allocator helper that never names a stage.
 func IsHelper(fn string) bool {
-	fn = Normalize(fn)
-	if helperExact[fn] {
-		return true
-	}
-	for _, p := range helperPrefixes {
-		if strings.HasPrefix(fn, p) {
-			return true
-		}
-	}
-	return false
+	return helpers.has(Normalize(fn))
 }
 
 // Of returns the stage a kernel function names, or "" for a helper or a

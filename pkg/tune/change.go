@@ -3,9 +3,11 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -127,12 +129,19 @@ func (j *Journal) Close() error {
 	return err
 }
 
-// lock takes the directory lock (the one Rollback and Apply take).
-func (j *Journal) lock() (unlock func(), err error) {
-	if err := unix.Flock(int(j.lockf.Fd()), unix.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("journal lock: %w", err)
+// locked runs fn on the open journal holding both its mutex and the
+// directory lock (the one Rollback and Apply take).
+func (j *Journal) locked(fn func() error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.j == nil {
+		return ErrClosed
 	}
-	return func() { _ = unix.Flock(int(j.lockf.Fd()), unix.LOCK_UN) }, nil
+	if err := unix.Flock(int(j.lockf.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("journal lock: %w", err)
+	}
+	defer func() { _ = unix.Flock(int(j.lockf.Fd()), unix.LOCK_UN) }()
+	return fn()
 }
 
 // record journals e (fsynced) and then runs write, under the directory lock
@@ -140,40 +149,32 @@ func (j *Journal) lock() (unlock func(), err error) {
 // another journal of the directory holds is refused before anything is
 // written.
 func (j *Journal) record(e Entry, write func() error) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.j == nil {
-		return ErrClosed
-	}
-	unlock, err := j.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if e.KnobScope == ScopeHost {
-		if holder, ok := heldElsewhere(j.dir, j.path, e); ok {
-			return fmt.Errorf("%s %s: %w %s (%s): undo that first (`cnibench lab down`, `lab clean --id %s` or `tune rollback --journal %s`)",
-				e.Knob, e.Target, ErrHeld, holder.Path, holder.Scope, holder.ID, holder.Path)
+	return j.locked(func() error {
+		if e.KnobScope == ScopeHost {
+			if holder, ok := heldElsewhere(j.dir, j.path, e); ok {
+				return fmt.Errorf("%s %s: %w %s (%s): undo that first (`cnibench lab down`, `lab clean --id %s` or `tune rollback --journal %s`)",
+					e.Knob, e.Target, ErrHeld, holder.Path, holder.Scope, holder.ID, holder.Path)
+			}
 		}
-	}
-	j.seq++
-	e.Type, e.Seq = "change", j.seq
-	if err := j.j.append(e); err != nil {
-		j.seq--
-		return err // without a durable record the change must not happen
-	}
-	j.changes[e.Seq] = e
-	werr := write()
-	res := Entry{Type: "result", Seq: e.Seq, OK: werr == nil}
-	if werr != nil {
-		res.Error = werr.Error()
-	}
-	// The result line is for `tune status`; rollback trusts the change line
-	// alone (restoring a value that was never changed is harmless).
-	if err := j.j.appendUnsynced(res); err != nil && werr == nil {
-		return err
-	}
-	return werr
+		j.seq++
+		e.Type, e.Seq = "change", j.seq
+		if err := j.j.append(e); err != nil {
+			j.seq--
+			return err // without a durable record the change must not happen
+		}
+		j.changes[e.Seq] = e
+		werr := write()
+		res := Entry{Type: "result", Seq: e.Seq, OK: werr == nil}
+		if werr != nil {
+			res.Error = werr.Error()
+		}
+		// The result line is for `tune status`; rollback trusts the change line
+		// alone (restoring a value that was never changed is harmless).
+		if err := j.j.appendUnsynced(res); err != nil && werr == nil {
+			return err
+		}
+		return werr
+	})
 }
 
 // heldElsewhere finds another journal in dir that holds a change of the
@@ -319,38 +320,30 @@ func (j *Journal) SetOffloads(ns, ifname string, set map[string]bool) (fixed []s
 // it for a host setting it needs only while it builds (OVS's socket
 // defaults). A change that cannot be restored stays held, for Rollback.
 func (j *Journal) Undo(mark int) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.j == nil {
-		return ErrClosed
-	}
-	unlock, err := j.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var errs []error
-	for s := j.seq; s > mark; s-- {
-		en, ok := j.changes[s]
-		if !ok {
-			continue
+	return j.locked(func() error {
+		var errs []error
+		for s := j.seq; s > mark; s-- {
+			en, ok := j.changes[s]
+			if !ok {
+				continue
+			}
+			rerr := restore(j.env, en)
+			if errors.Is(rerr, errGone) {
+				rerr = nil
+			}
+			mark := Entry{Type: "undo", Seq: s, OK: rerr == nil}
+			if rerr != nil {
+				mark.Error = rerr.Error()
+				errs = append(errs, fmt.Errorf("undo %s%s: %w", en.Knob, where(en), rerr))
+			} else {
+				delete(j.changes, s)
+			}
+			if aerr := j.j.append(mark); aerr != nil {
+				errs = append(errs, aerr)
+			}
 		}
-		rerr := restore(j.env, en)
-		if errors.Is(rerr, errGone) {
-			rerr = nil
-		}
-		mark := Entry{Type: "undo", Seq: s, OK: rerr == nil}
-		if rerr != nil {
-			mark.Error = rerr.Error()
-			errs = append(errs, fmt.Errorf("undo %s%s: %w", en.Knob, where(en), rerr))
-		} else {
-			delete(j.changes, s)
-		}
-		if aerr := j.j.append(mark); aerr != nil {
-			errs = append(errs, aerr)
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 // HeldChanges returns the change entries of the journal at path still in
@@ -489,11 +482,7 @@ func setFeatures(n NICTool, ifname string, set map[string]bool) error {
 	if fs, ok := n.(featureSetter); ok {
 		return fs.SetFeatures(ifname, set)
 	}
-	names := make([]string, 0, len(set))
-	for f := range set {
-		names = append(names, f)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(set))
 	for _, f := range names {
 		if err := n.SetFeature(ifname, f, set[f]); err != nil {
 			return err

@@ -47,7 +47,7 @@ func conntrackUseKnob() *Knob {
 		Access: "/proc/sys/net/netfilter/nf_conntrack_max and nf_conntrack_count",
 		Risk:   "a larger table costs kernel memory (about 300 bytes per entry)", AuditOnly: true,
 		Why:    "raise net.netfilter.nf_conntrack_max (and hashsize) if use is high; cnibench does not pick a size",
-		Recs:   map[Profile]Rec{Latency: {ctFull, src}, Throughput: {ctFull, src}},
+		Recs:   both(ctFull, src, src),
 		Source: src,
 		Read: func(e *Env) ([]Current, error) {
 			max, err := readInt(e.proc("sys/net/netfilter/nf_conntrack_max"))

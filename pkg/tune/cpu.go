@@ -19,9 +19,6 @@ import (
 // OVS kernel module can use.
 
 func init() {
-	both := func(v, lat, thr string) map[Profile]Rec {
-		return map[Profile]Rec{Latency: {v, lat}, Throughput: {v, thr}}
-	}
 	register(
 		perCPUKnob("cpu.governor", "CPU frequency governor", "cpufreq/scaling_governor",
 			"more power and heat; no effect where the hypervisor owns frequency",
@@ -253,7 +250,7 @@ func cpuFlagsKnob() *Knob {
 		ID: "cpu.flags.popcnt_sse4_2", Title: "CPU has popcnt and sse4_2 (OVS module build flags)", Family: "cpu",
 		Scope: ScopeHost, Access: "/proc/cpuinfo (flags)", Risk: "none (read only)", AuditOnly: true,
 		Why:  "rebuild the OVS kernel module with -mpopcnt -msse4.2 (see 000) to use them",
-		Recs: map[Profile]Rec{Latency: {"popcnt sse4_2", srcKubeOVNOVS}, Throughput: {"popcnt sse4_2", srcKubeOVNOVS}},
+		Recs: both("popcnt sse4_2", srcKubeOVNOVS, srcKubeOVNOVS),
 		Read: func(e *Env) ([]Current, error) {
 			raw, err := readFile(e.proc("cpuinfo"))
 			if err != nil {

@@ -59,7 +59,7 @@ func mtuKnob() *Knob {
 		Access: "netlink RTM_GETLINK (+ RTM_GETROUTE to find a tunnel's underlay) in the host and lab namespaces",
 		Risk:   "none (read only)", AuditOnly: true,
 		Why:  "lower the pod or tunnel MTU (or raise the underlay's) to the value shown",
-		Recs: map[Profile]Rec{Latency: {rec, src}, Throughput: {rec, src}},
+		Recs: both(rec, src, src),
 		Read: func(e *Env) ([]Current, error) {
 			ll := e.Links
 			if ll == nil {
@@ -138,13 +138,7 @@ func nsName(ns, name string) string {
 type netlinkLister struct{}
 
 func (netlinkLister) Links(ns string) ([]LinkInfo, error) {
-	var h *netlink.Handle
-	var err error
-	if ns == "" {
-		h, err = netlink.NewHandle()
-	} else {
-		h, err = netns.Handle(ns)
-	}
+	h, err := netns.Handle(ns)
 	if err != nil {
 		return nil, err
 	}

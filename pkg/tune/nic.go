@@ -3,8 +3,10 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,12 +135,29 @@ func interfaces(e *Env) ([]netIf, error) {
 	return out, nil
 }
 
+func physical(i netIf) bool { return i.Physical }
+
+// perNIC gathers what read reports for each interface keep accepts, in
+// order; none is the error when nothing was reported.
+func perNIC(ifs []netIf, keep func(netIf) bool, none string, read func(netIf) []Current) ([]Current, error) {
+	var out []Current
+	for _, i := range ifs {
+		if keep(i) {
+			out = append(out, read(i)...)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New(none)
+	}
+	return out, nil
+}
+
 func init() {
 	register(irqbalanceKnob(), irqAffinityKnob(), ringKnob(), offloadKnob())
 }
 
 func ringKnob() *Knob {
-	max := map[Profile]Rec{Latency: {"max", srcKubeOVNRing}, Throughput: {"max", srcKubeOVNRing}}
+	max := both("max", srcKubeOVNRing, srcKubeOVNRing)
 	return &Knob{
 		ID: "nic.rings", Title: "NIC RX/TX ring sizes against their maximum", Family: "nic", Scope: ScopeNIC,
 		Access: "ethtool ring parameters (SIOCETHTOOL ETHTOOL_GRINGPARAM/SRINGPARAM) for each NIC in /sys/class/net/*/device",
@@ -149,28 +168,18 @@ func ringKnob() *Knob {
 			if err != nil {
 				return nil, err
 			}
-			var out []Current
-			for _, i := range ifs {
-				if !i.Physical {
-					continue
-				}
+			return perNIC(ifs, physical, "no NIC with a device in /sys/class/net (only virtual interfaces)", func(i netIf) []Current {
 				r, err := e.nic().Ring(i.Name)
 				if err != nil {
-					out = append(out, Current{Target: i.Name, Err: nicErr(i.Name, "ring parameters (ethtool -g)", err)})
-					continue
+					return []Current{{Target: i.Name, Err: nicErr(i.Name, "ring parameters (ethtool -g)", err)}}
 				}
 				if r.RXMax == 0 && r.TXMax == 0 {
-					out = append(out, Current{Target: i.Name, Err: fmt.Errorf("%s: driver reports no ring maximum", i.Name)})
-					continue
+					return []Current{{Target: i.Name, Err: fmt.Errorf("%s: driver reports no ring maximum", i.Name)}}
 				}
 				raw := fmt.Sprintf("rx=%d tx=%d", r.RX, r.TX)
-				out = append(out, Current{Target: i.Name, Raw: raw, hint: fmt.Sprintf("rx=%d tx=%d", r.RXMax, r.TXMax),
-					Value: fmt.Sprintf("%s (max rx=%d tx=%d)", raw, r.RXMax, r.TXMax)})
-			}
-			if len(out) == 0 {
-				return nil, errors.New("no NIC with a device in /sys/class/net (only virtual interfaces)")
-			}
-			return out, nil
+				return []Current{{Target: i.Name, Raw: raw, hint: fmt.Sprintf("rx=%d tx=%d", r.RXMax, r.TXMax),
+					Value: fmt.Sprintf("%s (max rx=%d tx=%d)", raw, r.RXMax, r.TXMax)}}
+			})
 		},
 		Judge: func(_ *Env, c Current, _ string) (Status, string, string) {
 			if c.Raw == c.hint {
@@ -217,18 +226,20 @@ func offloadKnob() *Knob {
 			if err != nil {
 				return nil, err
 			}
-			var out []Current
-			for _, i := range ifs {
-				if !i.Physical {
-					if drv, err := e.nic().Driver(i.Name); err != nil || drv != "veth" {
-						continue // bridges, tunnels, dummies: not what the documents tune
-					}
+			// Bridges, tunnels, dummies: not what the documents tune.
+			nicOrVeth := func(i netIf) bool {
+				if i.Physical {
+					return true
 				}
+				drv, err := e.nic().Driver(i.Name)
+				return err == nil && drv == "veth"
+			}
+			return perNIC(ifs, nicOrVeth, "no NIC or veth in /sys/class/net", func(i netIf) []Current {
 				fs, err := e.nic().Features(i.Name)
 				if err != nil {
-					out = append(out, Current{Target: i.Name, Err: nicErr(i.Name, "features (ethtool -k)", err)})
-					continue
+					return []Current{{Target: i.Name, Err: nicErr(i.Name, "features (ethtool -k)", err)}}
 				}
+				var out []Current
 				for _, o := range offloads {
 					t := i.Name + "/" + o.Short
 					f, name, ok := pickFeature(fs, o.Names)
@@ -243,11 +254,8 @@ func offloadKnob() *Knob {
 					}
 					out = append(out, c)
 				}
-			}
-			if len(out) == 0 {
-				return nil, errors.New("no NIC or veth in /sys/class/net")
-			}
-			return out, nil
+				return out
+			})
 		},
 		Judge: func(_ *Env, c Current, rec string) (Status, string, string) {
 			if c.Raw == rec {
@@ -301,7 +309,7 @@ func onOff(b bool) string {
 // irqbalanceKnob scans /proc for an irqbalance process. cnibench does not
 // stop services: it says how.
 func irqbalanceKnob() *Knob {
-	rec := map[Profile]Rec{Latency: {"not running", srcKubeOVNIRQ}, Throughput: {"not running", srcKubeOVNIRQ}}
+	rec := both("not running", srcKubeOVNIRQ, srcKubeOVNIRQ)
 	return &Knob{
 		ID: "irq.irqbalance", Title: "irqbalance daemon (moves IRQs between CPUs)", Family: "irq", Scope: ScopeHost,
 		Access: "/proc/*/comm (process scan)", Risk: "without it, unpinned IRQs may pile onto one CPU",
@@ -369,7 +377,7 @@ func nicIRQs(e *Env, ifname string) ([]int, error) {
 // irqAffinityKnob pins each NIC IRQ to one CPU, round-robin, as 000's
 // "Interrupt Binding" asks. The journal keeps smp_affinity (hex mask) as read.
 func irqAffinityKnob() *Knob {
-	rec := map[Profile]Rec{Latency: {"one CPU per IRQ", srcKubeOVNIRQ}, Throughput: {"one CPU per IRQ", srcKubeOVNIRQ}}
+	rec := both("one CPU per IRQ", srcKubeOVNIRQ, srcKubeOVNIRQ)
 	return &Knob{
 		ID: "irq.nic_affinity", Title: "NIC IRQs pinned to single CPUs", Family: "irq", Scope: ScopeNIC,
 		Access: "/proc/irq/<n>/smp_affinity for the IRQs in /sys/class/net/<nic>/device/msi_irqs",
@@ -388,16 +396,12 @@ func irqAffinityKnob() *Knob {
 			if ncpu == 0 {
 				return nil, errors.New("no CPUs listed under /sys/devices/system/cpu")
 			}
-			var out []Current
-			for _, i := range ifs {
-				if !i.Physical {
-					continue
-				}
+			return perNIC(ifs, physical, "no NIC with a device in /sys/class/net", func(i netIf) []Current {
 				irqs, err := nicIRQs(e, i.Name)
 				if err != nil {
-					out = append(out, Current{Target: i.Name, Err: err})
-					continue
+					return []Current{{Target: i.Name, Err: err}}
 				}
+				var out []Current
 				for n, irq := range irqs {
 					t := fmt.Sprintf("%s/irq%d", i.Name, irq)
 					mask, err := readFile(e.proc("irq", strconv.Itoa(irq), "smp_affinity"))
@@ -413,11 +417,8 @@ func irqAffinityKnob() *Knob {
 					out = append(out, Current{Target: t, Value: "cpus " + norm(list) + " (mask " + norm(mask) + ")", Raw: mask,
 						hint: cpuMask(n % ncpu)})
 				}
-			}
-			if len(out) == 0 {
-				return nil, errors.New("no NIC with a device in /sys/class/net")
-			}
-			return out, nil
+				return out
+			})
 		},
 		Judge: func(_ *Env, c Current, _ string) (Status, string, string) {
 			list, _, _ := strings.Cut(strings.TrimPrefix(c.Value, "cpus "), " ")
@@ -462,10 +463,6 @@ var offloadGroups = map[string][]string{
 
 // OffloadNames lists the short offload names Journal.SetOffloads takes.
 func OffloadNames() []string {
-	out := make([]string, 0, len(offloadGroups))
-	for k := range offloadGroups {
-		out = append(out, k)
-	}
-	sort.Strings(out)
+	out := slices.Sorted(maps.Keys(offloadGroups))
 	return out
 }

@@ -101,6 +101,11 @@ type Rec struct {
 	Source string
 }
 
+// both recommends the same value for both profiles, each with its source.
+func both(v, latSrc, thrSrc string) map[Profile]Rec {
+	return map[Profile]Rec{Latency: {v, latSrc}, Throughput: {v, thrSrc}}
+}
+
 // Current is one target's present value. Raw is what must be written back to
 // restore it exactly (for sysctls: the text as read, byte for byte); Absent
 // marks a setting that does not exist yet (an OVS other_config key), which
