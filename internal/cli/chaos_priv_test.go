@@ -195,15 +195,11 @@ var storedRE = regexp.MustCompile(`(?m)^\[(\d+)/\d+\]`)
 
 func TestPrivChaosRunKilled(t *testing.T) {
 	testns.HostWide(t)
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	dir := t.TempDir()
-	exp := filepath.Join(dir, "chaos.yaml")
 	// A lab that stays up (veth), one with nftables state (vxlan with
 	// conntrack and service rules), and one that raises a host-wide
 	// setting for its own steps only (rmem_max): a kill can land in any of
 	// their builds, measurements and teardowns.
-	if err := os.WriteFile(exp, []byte(`
+	bin, dir, exp := privExperiment(t, `
 name: chaos
 tests: [tcp_lat, udp_bw]
 duration: 200ms
@@ -218,9 +214,7 @@ arms:
   - name: big-buffers
     topology: veth
     knobs: {rmem_max: "16777216", wmem_max: "16777216"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	db := filepath.Join(dir, "r.db")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	stateRoot := filepath.Join(dir, "state")

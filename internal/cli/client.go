@@ -6,11 +6,28 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cnibench/cnibench/pkg/client"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/result"
 )
+
+// measureFlags are the flags client and k8s run share: which tests at
+// which sizes, and each one's measured and warm-up time and streams.
+type measureFlags struct {
+	tests, sizes     *string
+	duration, warmup *time.Duration
+	parallel         *int
+}
+
+func (m measureFlags) add(f *pflag.FlagSet, tests, sizes string, duration time.Duration) {
+	f.StringVar(m.tests, "test", tests, "comma-separated tests: "+strings.Join(result.Tests, ","))
+	f.StringVar(m.sizes, "msg-size", sizes, "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024); udp_bw needs at least 8")
+	f.DurationVar(m.duration, "duration", duration, "measured interval per test and size")
+	f.DurationVar(m.warmup, "warmup", time.Second, "traffic before the measured interval, not counted")
+	f.IntVar(m.parallel, "parallel", 1, "streams or connections per test")
+}
 
 func newClientCmd() *cobra.Command {
 	c := client.Command{Flags: client.Flags{Version: Version}}
@@ -33,11 +50,7 @@ through a reference tool (its server must be running on --server).`
 	fl := cmd.Flags()
 	fl.StringVar(&c.Server, "server", "", "server: HOST, HOST:PORT or [IPv6]:PORT (required)")
 	fl.IntVar(&c.Port, "port", engine.DefaultPort, "server port (TCP and UDP)")
-	fl.StringVar(&c.Tests, "test", "tcp_lat", "comma-separated tests: "+strings.Join(result.Tests, ","))
-	fl.StringVar(&c.Sizes, "msg-size", "1", "comma-separated message sizes in bytes (1, 64, 1K, 4K, 64K; K = 1024)")
-	fl.DurationVar(&c.Duration, "duration", 10*time.Second, "measured interval per test and size")
-	fl.DurationVar(&c.Warmup, "warmup", time.Second, "traffic before the measured interval, not counted")
-	fl.IntVar(&c.Parallel, "parallel", 1, "streams or connections per test")
+	measureFlags{&c.Tests, &c.Sizes, &c.Duration, &c.Warmup, &c.Parallel}.add(fl, "tcp_lat", "1", 10*time.Second)
 	fl.StringVar(&c.Rate, "rate", "", "udp_bw send rate in bits/s (100M, 2G); empty or 0 = unlimited")
 	fl.StringVar(&c.Engine, "engine", "builtin", "builtin, or a reference tool driver (qperf, iperf3, sockperf)")
 	fl.StringVar(&c.Token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,39 @@ func printAs(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error 
 		return report.WriteJSON(w, v)
 	}
 	return text(w)
+}
+
+// showCmd is a command that gets one value and prints it as text, or as
+// JSON with --json (described by jsonHelp).
+func showCmd[T any](use, short, jsonHelp string, args cobra.PositionalArgs,
+	get func(cmd *cobra.Command, args []string) (T, error), text func(v T, w io.Writer) error) *cobra.Command {
+	var asJSON bool
+	cmd := command(use, short, args, func(cmd *cobra.Command, args []string) error {
+		v, err := get(cmd, args)
+		if err != nil {
+			return err
+		}
+		return printAs(cmd.OutOrStdout(), asJSON, v, func(w io.Writer) error { return text(v, w) })
+	})
+	cmd.Flags().BoolVar(&asJSON, "json", false, jsonHelp)
+	return cmd
+}
+
+// argsUsage accepts min to max positional arguments (max < 0: no limit);
+// other counts are a usage error, which bad words.
+func argsUsage(min, max int, bad func(args []string) error) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < min || (max >= 0 && len(args) > max) {
+			return UsageError{bad(args)}
+		}
+		return nil
+	}
+}
+
+// exactArgs wants n positional arguments; other counts are a usage error
+// worded by format, which gets the count.
+func exactArgs(n int, format string) cobra.PositionalArgs {
+	return argsUsage(n, n, func(args []string) error { return fmt.Errorf(format, len(args)) })
 }
 
 // addDBFlag adds --db to a command that reads or writes the results

@@ -17,7 +17,7 @@ func TestCompareGate(t *testing.T) {
 	db := seedDB(t)
 	junit := filepath.Join(t.TempDir(), "gate.xml")
 
-	_, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%", "--junit", junit)
+	_, err := runCLI(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%", "--junit", junit)
 	var ge *report.GateError
 	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) == 0 || !strings.Contains(err.Error(), "vxlan tcp_lat 1B") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a 29%% slowdown passed the gate or failed wrongly: %v (exit %d)", err, ExitCode(err))
@@ -55,24 +55,24 @@ func TestCompareGate(t *testing.T) {
 		{"compare", "second", "first", "--fail-on", "slower>5%,tcp_lat:slower>40%"},
 		{"compare", "second", "first", "--fail-on", "udp_lat:slower>1%"},
 	} {
-		if _, err := run(t, append(args, "--db", db)...); err != nil {
+		if _, err := runCLI(t, append(args, "--db", db)...); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
 	// The most specific rule decides; a rule for another test does not
 	// loosen tcp_lat.
-	if _, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>40%,one_way_mean_us:slower>5%"); ExitCode(err) != 1 {
+	if _, err := runCLI(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>40%,one_way_mean_us:slower>5%"); ExitCode(err) != 1 {
 		t.Errorf("metric rule 5%% under a general 40%%: %v", err)
 	}
-	if _, err := run(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%,udp_lat:slower>40%"); ExitCode(err) != 1 {
+	if _, err := runCLI(t, "compare", "second", "first", "--db", db, "--fail-on", "slower>5%,udp_lat:slower>40%"); ExitCode(err) != 1 {
 		t.Errorf("a udp_lat rule loosened tcp_lat: %v", err)
 	}
 	for _, bad := range []string{"faster>5%", "slower>5", "slower>-1%", "slower>abc%", "tcp_lta:slower>5%", "slower>5%,slower>3%", "slower>5%;worse>3%"} {
-		if _, err := run(t, "compare", "first", "second", "--db", db, "--fail-on", bad); ExitCode(err) != 2 {
+		if _, err := runCLI(t, "compare", "first", "second", "--db", db, "--fail-on", bad); ExitCode(err) != 2 {
 			t.Errorf("--fail-on %q: want a usage error, got %v", bad, err)
 		}
 	}
-	if _, err := run(t, "compare", "first", "second", "--db", db, "--junit", junit); ExitCode(err) != 2 {
+	if _, err := runCLI(t, "compare", "first", "second", "--db", db, "--junit", junit); ExitCode(err) != 2 {
 		t.Errorf("--junit without --fail-on: %v", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestCompareGate(t *testing.T) {
 // vxlan is 3 µs (~29%) slower than host; in "second" the two are equal.
 func TestCompareGateArms(t *testing.T) {
 	db := seedDB(t)
-	out, err := run(t, "compare", "first@host", "first@vxlan", "--db", db, "--fail-on", "slower>5%")
+	out, err := runCLI(t, "compare", "first@host", "first@vxlan", "--db", db, "--fail-on", "slower>5%")
 	var ge *report.GateError
 	if !errors.As(err, &ge) || ExitCode(err) != 1 || len(ge.Failed) != 1 || ge.Failed[0].Arm != "host→vxlan" {
 		t.Fatalf("arm vs arm in one run: want one failed cell host→vxlan, got %v (exit %d)\n%s", err, ExitCode(err), out)
@@ -94,15 +94,15 @@ func TestCompareGateArms(t *testing.T) {
 	for _, args := range [][]string{
 		{"second@host", "second@vxlan"}, {"first@host", "second@host"}, {"first@vxlan", "first@host"},
 	} {
-		if _, err := run(t, "compare", args[0], args[1], "--db", db, "--fail-on", "slower>5%"); err != nil {
+		if _, err := runCLI(t, "compare", args[0], args[1], "--db", db, "--fail-on", "slower>5%"); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
 	// A whole run against one arm compares that arm only.
-	if out, err := run(t, "compare", "second", "first@vxlan", "--db", db, "--fail-on", "slower>5%"); ExitCode(err) != 1 || strings.Contains(out, "│ host ") {
+	if out, err := runCLI(t, "compare", "second", "first@vxlan", "--db", db, "--fail-on", "slower>5%"); ExitCode(err) != 1 || strings.Contains(out, "│ host ") {
 		t.Errorf("run vs one arm: %v\n%s", err, out)
 	}
-	_, err = run(t, "compare", "first@nope", "first@host", "--db", db)
+	_, err = runCLI(t, "compare", "first@nope", "first@host", "--db", db)
 	if ExitCode(err) != 2 || !strings.Contains(err.Error(), `no arm "nope"`) || !strings.Contains(err.Error(), "host, vxlan") {
 		t.Errorf("unknown arm: want a usage error listing the arms, got %v", err)
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/report"
@@ -12,13 +10,8 @@ import (
 // experiment, each cell as a series with its change points.
 func newHistoryCmd() *cobra.Command {
 	var c report.HistoryCommand
-	oneName := func(_ *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return UsageError{fmt.Errorf("history needs one experiment name (got %d arguments), e.g. cnibench history default", len(args))}
-		}
-		return nil
-	}
-	cmd := command("history <experiment>", "Show each cell of an experiment across its stored runs, with change points", oneName,
+	cmd := command("history <experiment>", "Show each cell of an experiment across its stored runs, with change points",
+		exactArgs(1, "history needs one experiment name (got %d arguments), e.g. cnibench history default"),
 		func(cmd *cobra.Command, args []string) error {
 			c.Experiment = args[0]
 			return usage(c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr()))

@@ -42,6 +42,15 @@ func raisedRmem(before string) string {
 	return "16777216"
 }
 
+// rmemTest is the start of a test that has the host's rmem_max raised
+// (host-wide, as root): the binary, rmem_max as it is, and a higher value.
+func rmemTest(t *testing.T) (bin, before, want string) {
+	testns.HostWide(t)
+	testns.NeedRoot(t)
+	before = readRaw(t, rmemMax)
+	return testns.Binary(t), before, raisedRmem(before)
+}
+
 // journalIDs are the run ids of the lab journals in stateRoot (named
 // <time>-<id>.jsonl): those of a lab killed before its state file named
 // them too.
@@ -115,11 +124,7 @@ func onlyID(t *testing.T, stateRoot string) string {
 // it raised, and `lab clean --id` restores the host byte for byte and
 // leaves no namespace of the run.
 func TestPrivRunKilledRestoresRmemMax(t *testing.T) {
-	testns.HostWide(t)
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	before := readRaw(t, rmemMax)
-	want := raisedRmem(before)
+	bin, before, want := rmemTest(t)
 	stateRoot, env := killedLabEnv(t, bin, before)
 	becomeSubreaper(t)
 	dir := t.TempDir()
@@ -201,11 +206,7 @@ arms:
 // other knobs: its state file says incomplete, and `lab clean --id`
 // restores rmem_max byte for byte.
 func TestPrivLabUpKilledAfterHostChange(t *testing.T) {
-	testns.HostWide(t)
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	before := readRaw(t, rmemMax)
-	want := raisedRmem(before)
+	bin, before, want := rmemTest(t)
 	// 100 pods with offloads off: ~200 journaled ethtool changes come after
 	// the host's rmem_max, which is applied first.
 	topo := filepath.Join(t.TempDir(), "bridge2x50.yaml")

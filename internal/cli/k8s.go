@@ -13,7 +13,6 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
-	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -77,11 +76,7 @@ failure and Ctrl-C.`
 	f.StringVar(&c.ClientSelector, "client-node-selector", "", "pick the client's node by label selector (the first usable match by name), e.g. zone=a")
 	f.StringVar(&c.ServerSelector, "server-node-selector", "", "pick the server's node by label selector (a match other than the client's node when there is one)")
 	f.BoolVar(&c.TolerateTaints, "tolerate-taints", false, "let the engine pods onto tainted nodes (a toleration for every taint)")
-	f.StringVar(&c.Tests, "test", "tcp_lat,udp_lat,tcp_bw,udp_bw", "tests: "+strings.Join(result.Tests, ","))
-	f.StringVar(&c.MsgSizes, "msg-size", "64,1K,4K", "message sizes in bytes (K = 1024); udp_bw needs at least 8")
-	f.DurationVar(&c.Duration, "duration", 5*time.Second, "measured time per test and size")
-	f.DurationVar(&c.Warmup, "warmup", time.Second, "unmeasured warmup before each measurement")
-	f.IntVar(&c.Parallel, "parallel", 1, "parallel streams/connections")
+	measureFlags{&c.Tests, &c.MsgSizes, &c.Duration, &c.Warmup, &c.Parallel}.add(f, "tcp_lat,udp_lat,tcp_bw,udp_bw", "64,1K,4K", 5*time.Second)
 	f.StringVar(&c.Engine, "engine", "builtin", "builtin, qperf, iperf3 or sockperf (the tools need `cnibench image build --with-tools`); a comma list measures each scenario with each, interleaved: a cross-check")
 	f.BoolVar(&c.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.BoolVar(&c.AgentCPU, "agent-cpu", false, "meter the CPU of the datapath agents (flanneld, kube-proxy, ovs-vswitchd, …) on the client's and server's nodes in each measured window (a hostPID, hostNetwork pod per node, as nobody without capabilities)")
@@ -110,15 +105,11 @@ func k8sExperimentText(cmd *cobra.Command) string {
 
 func newK8sAuditCmd() *cobra.Command {
 	a := k8s.AuditCommand{Version: Version}
-	var asJSON bool
-	cmd := command("audit", "Run `cnibench tune audit` on every node (a DaemonSet) and print node × knob", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
+	cmd := showCmd("audit", "Run `cnibench tune audit` on every node (a DaemonSet) and print node × knob", "print every node's findings as JSON", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) ([]k8s.NodeAudit, error) {
 			audits, err := a.Run(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return usage(err)
-			}
-			return printAs(cmd.OutOrStdout(), asJSON, audits, func(w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
-		})
+			return audits, usage(err)
+		}, func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
 	cmd.Long = `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
 on every node (control-plane nodes included), with the node's /proc and /sys
 mounted read-only under /host, the host network (net.* sysctls are per network
@@ -127,7 +118,6 @@ per node; then deletes the DaemonSet.`
 	addClusterFlags(cmd, &a.Cluster, true)
 	cmd.Flags().StringVar(&a.Profile, "profile", "latency", "tuning profile to judge against: latency or throughput")
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 2*time.Minute, "how long the nodes may take")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print every node's findings as JSON")
 	cmd.Flags().BoolVar(&a.Keep, "keep", false, "leave the DaemonSet for debugging")
 	return cmd
 }
@@ -150,17 +140,9 @@ still going are deleted too.`
 
 func newK8sInfoCmd() *cobra.Command {
 	var cf k8s.ClusterFlags
-	var asJSON bool
-	cmd := command("info", "Print the cluster fingerprint a run records: version, CNI, nodes, kernels", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.Info(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printAs(cmd.OutOrStdout(), asJSON, c, c.WriteNodes)
-		})
+	cmd := showCmd("info", "Print the cluster fingerprint a run records: version, CNI, nodes, kernels", "print as JSON", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) (*k8s.Cluster, error) { return cf.Info(cmd.Context()) }, (*k8s.Cluster).WriteNodes)
 	addClusterFlags(cmd, &cf, false)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return cmd
 }
 

@@ -35,17 +35,14 @@ func labUpCmd() *cobra.Command {
 }
 
 func labShowCmd() *cobra.Command {
-	var asJSON bool
-	cmd := command("show <name>", "Show a lab's pods, nodes, namespaces, addresses and knobs", cobra.ExactArgs(1),
-		func(cmd *cobra.Command, args []string) error {
+	return showCmd("show <name>", "Show a lab's pods, nodes, namespaces, addresses and knobs", "print the lab state as JSON", cobra.ExactArgs(1),
+		func(_ *cobra.Command, args []string) (*lab.Lab, error) {
 			l, err := lab.Get(args[0])
 			if err != nil {
-				return UsageError{err}
+				return nil, UsageError{err}
 			}
-			return printAs(cmd.OutOrStdout(), asJSON, l, func(w io.Writer) error { l.WriteSummary(w); return nil })
-		})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the lab state as JSON")
-	return cmd
+			return l, nil
+		}, func(l *lab.Lab, w io.Writer) error { l.WriteSummary(w); return nil })
 }
 
 func labExecCmd() *cobra.Command {

@@ -35,22 +35,12 @@ func runBin(t *testing.T, bin string, args ...string) (string, int) {
 }
 
 func TestLabUsageErrors(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, []usageCase{
 		{[]string{"lab", "up", "flannel"}, `unknown preset "flannel" (presets: host, veth`},
 		{[]string{"lab", "up", "veth", "--set", "mtu=abc"}, `knob mtu: bad value "abc"`},
 		{[]string{"lab", "up", "veth", "--set", "mtu"}, `want key=value`},
 		{[]string{"lab", "up", "vxlan", "--set", "turbo=on"}, `unknown knob "turbo"`},
-	}
-	for _, c := range cases {
-		var out, errb bytes.Buffer
-		err := Run(t.Context(), c.args, &out, &errb)
-		if err == nil || !strings.Contains(err.Error(), c.want) || ExitCode(err) != 2 {
-			t.Errorf("%v: got %v (exit %d), want usage error containing %q", c.args, err, ExitCode(err), c.want)
-		}
-	}
+	})
 }
 
 func TestPrivLabCommands(t *testing.T) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/cnibench/cnibench/pkg/result"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,34 +12,14 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
-
-func TestRunProfileFlagsRefused(t *testing.T) {
-	bin := testns.Binary(t)
-	dir := t.TempDir()
-	for _, args := range [][]string{{"--profile", "--profile-rate", "0"}, {"--profile", "--profile-event", "instructions"}} {
-		db := filepath.Join(dir, "x.db")
-		// The flags are checked before the experiment is even loaded, so a
-		// broken check fails on the missing file instead of running.
-		out, code := runBin(t, bin, append([]string{"run", filepath.Join(dir, "none.yaml"), "--db", db}, args...)...)
-		if code != 2 || !strings.Contains(out, "--profile") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
-			t.Errorf("%v: exit %d, want 2 and one line naming --profile:\n%s", args, code, out)
-		}
-		if _, err := os.Stat(db); !os.IsNotExist(err) {
-			t.Errorf("%v created the database", args)
-		}
-	}
-}
 
 // TestPrivRunProfile: --profile stores a profile per sample; without it the
 // run stores none.
 func TestPrivRunProfile(t *testing.T) {
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	dir := t.TempDir()
-	exp := filepath.Join(dir, "p.yaml")
-	os.WriteFile(exp, []byte("name: p\ntests: [tcp_lat]\nmsg_sizes: [1]\nduration: 400ms\nwarmup: 200ms\nrepeats: 1\narms: [{name: veth, topology: veth}]\n"), 0o644)
+	bin, dir, exp := privExperiment(t, "name: p\ntests: [tcp_lat]\nmsg_sizes: [1]\nduration: 400ms\nwarmup: 200ms\nrepeats: 1\narms: [{name: veth, topology: veth}]\n")
 	for _, profiled := range []bool{true, false} {
 		db := filepath.Join(dir, "p.db")
 		os.Remove(db)
@@ -133,12 +112,8 @@ func TestPrivClientProfile(t *testing.T) {
 // rules in the same interleaved run. (Not "the top stage": sampling is
 // system wide, and go test runs other packages' traffic beside this one.)
 func TestPrivProfileHeavyNetfilter(t *testing.T) {
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	dir := t.TempDir()
-	exp := filepath.Join(dir, "h.yaml")
-	os.WriteFile(exp, []byte("name: h\ntests: [tcp_crr]\nmsg_sizes: [1]\nduration: 700ms\nwarmup: 200ms\nrepeats: 1\n"+
-		"arms: [{name: none, topology: native}, {name: linear, topology: native, knobs: {policies: \"10000\", policy_mode: linear}}]\n"), 0o644)
+	bin, dir, exp := privExperiment(t, "name: h\ntests: [tcp_crr]\nmsg_sizes: [1]\nduration: 700ms\nwarmup: 200ms\nrepeats: 1\n"+
+		"arms: [{name: none, topology: native}, {name: linear, topology: native, knobs: {policies: \"10000\", policy_mode: linear}}]\n")
 	out, code := runBin(t, bin, "run", exp, "--db", filepath.Join(dir, "h.db"), "--profile", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)

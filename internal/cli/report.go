@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,24 +12,12 @@ import (
 
 // The history commands: `cnibench runs`, `cnibench report`, `cnibench compare`.
 
-func argsAtLeast(n int, what string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) < n {
-			return UsageError{fmt.Errorf("missing %s: give a run id, name or \"last\" (see `cnibench runs`)", what)}
-		}
-		return nil
-	}
-}
-
 func newRunsCmd() *cobra.Command {
 	var dbPath string
 	var asJSON bool
-	noArgs := func(_ *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return UsageError{fmt.Errorf("runs takes no arguments (got %q); use `cnibench report <run>` to see one", args[0])}
-		}
-		return nil
-	}
+	noArgs := argsUsage(0, 0, func(args []string) error {
+		return fmt.Errorf("runs takes no arguments (got %q); use `cnibench report <run>` to see one", args[0])
+	})
 	cmd := command("runs", "List the runs stored in the results database", noArgs, func(cmd *cobra.Command, _ []string) error {
 		return report.ListRuns(cmd.OutOrStdout(), dbPath, asJSON)
 	})
@@ -39,7 +28,10 @@ func newRunsCmd() *cobra.Command {
 
 func newReportCmd() *cobra.Command {
 	var c report.ReportCommand
-	cmd := command("report <run>...", "Render stored runs as a table, markdown, JSON, CSV or HTML", argsAtLeast(1, "run to report on"),
+	someRuns := argsUsage(1, -1, func([]string) error {
+		return errors.New("missing run to report on: give a run id, name or \"last\" (see `cnibench runs`)")
+	})
+	cmd := command("report <run>...", "Render stored runs as a table, markdown, JSON, CSV or HTML", someRuns,
 		func(cmd *cobra.Command, args []string) error {
 			c.Refs = args
 			return usage(c.Run(cmd.OutOrStdout()))
@@ -67,13 +59,8 @@ func addOutputFlags(cmd *cobra.Command, format, output *string, formats []string
 
 func newCompareCmd() *cobra.Command {
 	var c report.CompareCommand
-	twoRuns := func(_ *cobra.Command, args []string) error {
-		if len(args) != 2 {
-			return UsageError{fmt.Errorf("compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`", len(args))}
-		}
-		return nil
-	}
-	cmd := command("compare <run-a> <run-b>", "Compare two runs cell by cell with a significance test", twoRuns,
+	cmd := command("compare <run-a> <run-b>", "Compare two runs cell by cell with a significance test",
+		exactArgs(2, "compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`"),
 		func(cmd *cobra.Command, args []string) error {
 			c.A, c.B = args[0], args[1]
 			return usage(c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr()))

@@ -2,74 +2,25 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cnibench/cnibench/pkg/report"
-	"github.com/cnibench/cnibench/pkg/result"
-	"github.com/cnibench/cnibench/pkg/store"
 )
-
-// seedDB stores two small runs of one experiment: vxlan is slower than
-// host in run 1 and the same in run 2.
-func seedDB(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "results.db")
-	db, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for i, name := range []string{"first", "second"} {
-		run := &store.Run{Name: name, Kind: store.KindLab, Baseline: "host", Started: time.Date(2026, 11, 22, 5, i, 0, 0, time.UTC),
-			Host: result.Fingerprint{Hostname: "h", Kernel: "6.1.0", Governor: "performance"},
-			Arms: []store.Arm{{Name: "host", Topology: "host", Engine: "builtin"}, {Name: "vxlan", Topology: "vxlan", Engine: "builtin"}}}
-		id, err := db.CreateRun(run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rep := 0; rep < 5; rep++ {
-			for _, arm := range []string{"host", "vxlan"} {
-				us := 10 + 0.1*float64(rep)
-				if arm == "vxlan" && i == 0 {
-					us += 3
-				}
-				r := result.New(result.Tool{Name: "cnibench"}, result.TCPLat, 1)
-				r.Latency = &result.Latency{OneWayNs: result.Dist{Count: 1000, Mean: result.F(us * 1000)}}
-				if err := db.AddSample(&store.Sample{RunID: id, Seq: rep*2 + len(arm), Arm: arm, Engine: "builtin", Test: result.TCPLat, MsgSize: 1, Repeat: rep, Result: r}); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := db.FinishRun(id, true, "ok"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return path
-}
-
-func run(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := Run(context.Background(), args, &out, &errb)
-	return out.String(), err
-}
 
 func TestRunsCommand(t *testing.T) {
 	db := seedDB(t)
-	out, err := run(t, "runs", "--db", db)
+	out, err := runCLI(t, "runs", "--db", db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "first") || !strings.Contains(out, "second") || !strings.Contains(out, "host,vxlan") {
 		t.Errorf("runs:\n%s", out)
 	}
-	out, err = run(t, "runs", "--json", "--db", db)
+	out, err = runCLI(t, "runs", "--json", "--db", db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +33,14 @@ func TestRunsCommand(t *testing.T) {
 	}
 	// CNIBENCH_DB is the default of --db.
 	t.Setenv("CNIBENCH_DB", db)
-	if out, err := run(t, "runs"); err != nil || !strings.Contains(out, "second") {
+	if out, err := runCLI(t, "runs"); err != nil || !strings.Contains(out, "second") {
 		t.Errorf("runs with CNIBENCH_DB: %v\n%s", err, out)
 	}
 }
 
 func TestReportCommand(t *testing.T) {
 	db := seedDB(t)
-	out, err := run(t, "report", "last", "--db", db)
+	out, err := runCLI(t, "report", "last", "--db", db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,14 +48,14 @@ func TestReportCommand(t *testing.T) {
 		t.Errorf("report last:\n%s", out)
 	}
 	file := filepath.Join(t.TempDir(), "r.html")
-	if _, err := run(t, "report", "1", "second", "--db", db, "--format", "html", "-o", file); err != nil {
+	if _, err := runCLI(t, "report", "1", "second", "--db", db, "--format", "html", "-o", file); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(file)
 	if err != nil || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("1 first")) {
 		t.Errorf("report -o: %v", err)
 	}
-	out, err = run(t, "report", "first", "--db", db, "--format", "json")
+	out, err = runCLI(t, "report", "first", "--db", db, "--format", "json")
 	if err != nil || !strings.Contains(out, `"schema": "cnibench.report/v1"`) {
 		t.Errorf("report --format json: %v", err)
 	}
@@ -112,33 +63,33 @@ func TestReportCommand(t *testing.T) {
 
 func TestReportErrors(t *testing.T) {
 	db := seedDB(t)
-	_, err := run(t, "report", "nosuch", "--db", db)
+	_, err := runCLI(t, "report", "nosuch", "--db", db)
 	if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), `unknown run "nosuch"`) || !strings.Contains(err.Error(), "cnibench runs") {
 		t.Errorf("unknown run: %v", err)
 	}
-	_, err = run(t, "report", "last", "--db", db, "--format", "pdf")
+	_, err = runCLI(t, "report", "last", "--db", db, "--format", "pdf")
 	if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), "table, markdown, json, csv, html") {
 		t.Errorf("bad format: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "none.db")
-	_, err = run(t, "report", "last", "--db", missing)
+	_, err = runCLI(t, "report", "last", "--db", missing)
 	if err == nil || !strings.Contains(err.Error(), "no results database") {
 		t.Errorf("missing db: %v", err)
 	}
 	if _, statErr := os.Stat(missing); statErr == nil {
 		t.Error("reading a missing database created it")
 	}
-	if _, err := run(t, "compare", "first", "--db", db); err == nil || ExitCode(err) != 2 {
+	if _, err := runCLI(t, "compare", "first", "--db", db); err == nil || ExitCode(err) != 2 {
 		t.Errorf("compare with one run: %v", err)
 	}
-	if _, err := run(t, "report", "--db", db); err == nil || ExitCode(err) != 2 {
+	if _, err := runCLI(t, "report", "--db", db); err == nil || ExitCode(err) != 2 {
 		t.Errorf("report without a run: %v", err)
 	}
 }
 
 func TestCompareCommand(t *testing.T) {
 	db := seedDB(t)
-	out, err := run(t, "compare", "first", "second", "--db", db)
+	out, err := runCLI(t, "compare", "first", "second", "--db", db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +109,11 @@ func TestCompareCommand(t *testing.T) {
 	if !strings.Contains(host, "no significant difference") {
 		t.Errorf("host row %q", host)
 	}
-	out, err = run(t, "compare", "first", "second", "--db", db, "--format", "json")
+	out, err = runCLI(t, "compare", "first", "second", "--db", db, "--format", "json")
 	if err != nil || !strings.Contains(out, `"schema": "cnibench.compare/v1"`) {
 		t.Errorf("compare --format json: %v", err)
 	}
-	if _, err := run(t, "compare", "first", "second", "--db", db, "--format", "csv"); err == nil || ExitCode(err) != 2 {
+	if _, err := runCLI(t, "compare", "first", "second", "--db", db, "--format", "csv"); err == nil || ExitCode(err) != 2 {
 		t.Errorf("compare --format csv: %v", err)
 	}
 }
@@ -170,17 +121,17 @@ func TestCompareCommand(t *testing.T) {
 // Runs from two hosts live in two databases; FILE:REF names them.
 func TestRunsFromTwoDatabases(t *testing.T) {
 	a, b := seedDB(t), seedDB(t)
-	out, err := run(t, "report", a+":first", b+":last", "--db", filepath.Join(t.TempDir(), "unused.db"))
+	out, err := runCLI(t, "report", a+":first", b+":last", "--db", filepath.Join(t.TempDir(), "unused.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "1 first") || !strings.Contains(out, "2 second") {
 		t.Errorf("side by side:\n%s", out)
 	}
-	if _, err := run(t, "compare", a+":first", b+":first"); err != nil {
+	if _, err := runCLI(t, "compare", a+":first", b+":first"); err != nil {
 		t.Errorf("compare across databases: %v", err)
 	}
-	_, err = run(t, "report", a+":nosuch")
+	_, err = runCLI(t, "report", a+":nosuch")
 	if err == nil || !strings.Contains(err.Error(), `unknown run "nosuch" in `+a) {
 		t.Errorf("unknown run in a named database: %v", err)
 	}
@@ -190,17 +141,17 @@ func TestRunsFromTwoDatabases(t *testing.T) {
 // rendering only; an arm the run lacks is a usage error naming the arms.
 func TestReportBaselineFlag(t *testing.T) {
 	db := seedDB(t)
-	out, err := run(t, "report", "first", "--db", db, "--baseline", "vxlan")
+	out, err := runCLI(t, "report", "first", "--db", db, "--baseline", "vxlan")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "Each arm against vxlan") || !strings.Contains(out, "faster") {
 		t.Errorf("report with --baseline vxlan:\n%s", out)
 	}
-	if out2, _ := run(t, "report", "first", "--db", db); !strings.Contains(out2, "Each arm against host") {
+	if out2, _ := runCLI(t, "report", "first", "--db", db); !strings.Contains(out2, "Each arm against host") {
 		t.Errorf("the stored baseline changed:\n%s", out2)
 	}
-	_, err = run(t, "report", "first", "--db", db, "--baseline", "nope")
+	_, err = runCLI(t, "report", "first", "--db", db, "--baseline", "nope")
 	if err == nil || !strings.Contains(err.Error(), `--baseline "nope": run first has no such arm (arms: host, vxlan)`) {
 		t.Errorf("--baseline nope: %v", err)
 	}

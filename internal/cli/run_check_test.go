@@ -38,46 +38,33 @@ func TestRunRefusesBadExperiments(t *testing.T) {
 			if err := os.WriteFile(exp, []byte(tc.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			db := filepath.Join(dir, tc.name+".db")
-			out, code := runBin(t, bin, "run", exp, "--db", db)
-			if code != 2 || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
-				t.Errorf("exit %d, want 2 and one line containing %q:\n%s", code, tc.want, out)
-			}
-			if _, err := os.Stat(db); !os.IsNotExist(err) {
-				t.Errorf("a refused experiment created the database %s", db)
-			}
+			wantRunRefused(t, bin, filepath.Join(dir, tc.name+".db"), tc.want, exp)
 			if ents, err := os.ReadDir(state); err != nil || len(ents) > 0 {
 				t.Errorf("a refused experiment left lab state: %v %v", ents, err)
 			}
 		})
 	}
-	if out, code := runBin(t, bin, "run", "default", "--arms", "nosuch", "--db", filepath.Join(dir, "y.db")); code != 2 || !strings.Contains(out, "arms: host, veth") {
-		t.Errorf("--arms nosuch: exit %d\n%s", code, out)
-	}
-	for _, flags := range [][]string{{"--wakeup", "poll"}, {"--cpus", "server=4095"}, {"--precision", "0%"}} {
-		out, code := runBin(t, bin, append([]string{"run", "default", "--db", filepath.Join(dir, "z.db")}, flags...)...)
-		if code != 2 || strings.Count(strings.TrimSpace(out), "\n") > 0 {
-			t.Errorf("%v: exit %d, want 2 and one line:\n%s", flags, code, out)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "z.db")); !os.IsNotExist(err) {
-			t.Errorf("%v created the database", flags)
-		}
+	for _, c := range []usageCase{
+		{[]string{"default", "--arms", "nosuch"}, "arms: host, veth"},
+		{[]string{"default", "--wakeup", "poll"}, ""},
+		{[]string{"default", "--cpus", "server=4095"}, ""},
+		{[]string{"default", "--precision", "0%"}, ""},
+		// The profile flags are checked before the experiment is even
+		// loaded, so a broken check fails on the missing file instead.
+		{[]string{filepath.Join(dir, "none.yaml"), "--profile", "--profile-rate", "0"}, "--profile"},
+		{[]string{filepath.Join(dir, "none.yaml"), "--profile", "--profile-event", "instructions"}, "--profile"},
+	} {
+		wantRunRefused(t, bin, filepath.Join(dir, "z.db"), c.want, c.args...)
 	}
 }
 
 // A run whose steps fail (a lab this kernel cannot build) stores what it
 // measured, prints its report, and exits 1 saying how many steps failed.
 func TestPrivRunWithFailedStepsExits1(t *testing.T) {
-	testns.NeedRoot(t)
-	bin := testns.Binary(t)
-	dir := t.TempDir()
-	exp := filepath.Join(dir, "x.yaml")
 	// geneve where the kernel lacks it; a kernel with it gets a preset that
 	// fails the same way for every kernel: none exists, so use geneve and
 	// skip where it builds.
-	if err := os.WriteFile(exp, []byte("name: x\ntests: [tcp_lat]\nduration: 200ms\nwarmup: 0s\nrepeats: 1\narms:\n  - {name: veth, topology: veth}\n  - {name: geneve, topology: geneve}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir, exp := privExperiment(t, "name: x\ntests: [tcp_lat]\nduration: 200ms\nwarmup: 0s\nrepeats: 1\narms:\n  - {name: veth, topology: veth}\n  - {name: geneve, topology: geneve}\n")
 	out, code := runBin(t, bin, "run", exp, "--db", filepath.Join(dir, "r.db"))
 	if code == 0 && !strings.Contains(out, "not supported") {
 		t.Skip("this kernel builds geneve; no arm here fails")

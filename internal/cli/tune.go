@@ -103,13 +103,10 @@ func tuneHoldCmd() *cobra.Command {
 }
 
 func tuneKnobsCmd() *cobra.Command {
-	var asJSON, markdown bool
-	c := command("knobs", "List the knob registry: what each reads/writes, scope, profiles, source, risk", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			rows := tune.KnobRows()
-			return printAs(cmd.OutOrStdout(), asJSON, rows, func(w io.Writer) error { return tune.WriteKnobs(w, rows, markdown) })
-		})
-	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	var markdown bool
+	c := showCmd("knobs", "List the knob registry: what each reads/writes, scope, profiles, source, risk", "print as JSON", cobra.NoArgs,
+		func(*cobra.Command, []string) ([]tune.KnobRow, error) { return tune.KnobRows(), nil },
+		func(rows []tune.KnobRow, w io.Writer) error { return tune.WriteKnobs(w, rows, markdown) })
 	c.Flags().BoolVar(&markdown, "markdown", false, "print as a Markdown table (docs/tuning.md)")
 	return c
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -17,18 +17,8 @@ import (
 	"github.com/cnibench/cnibench/pkg/tune"
 )
 
-func runCLI(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := Run(context.Background(), args, &out, &errb)
-	return out.String(), err
-}
-
 func TestTuneBadInput(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, []usageCase{
 		{[]string{"tune", "apply"}, "--profile latency"},
 		{[]string{"tune", "apply", "--profile", "fast"}, `unknown profile "fast"`},
 		{[]string{"tune", "apply", "--profile", "latency"}, "add --yes"},
@@ -37,17 +27,7 @@ func TestTuneBadInput(t *testing.T) {
 		{[]string{"tune", "audit", "--only", "net.core.nope"}, `unknown knob "net.core.nope"`},
 		{[]string{"tune", "audit", "--profile", "slow"}, `unknown profile "slow"`},
 		{[]string{"tune", "rollback", "--journal", "/nonexistent/j.jsonl"}, "--journal /nonexistent/j.jsonl"},
-	}
-	for _, c := range cases {
-		_, err := runCLI(t, c.args...)
-		var u UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: got %v, want a usage error containing %q", c.args, err, c.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("%v: error is not one line: %q", c.args, err)
-		}
-	}
+	})
 }
 
 func TestTuneAuditFixtureRoot(t *testing.T) {
@@ -88,14 +68,7 @@ func TestTuneKnobsMarkdown(t *testing.T) {
 // TestTuneNetnsEndToEnd drives apply, status and rollback through the CLI
 // on a fresh namespace (privileged).
 func TestPrivTuneNetnsEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (CI runs as root)")
-	}
-	ns := runid.Name(runid.New(), "tcli")
-	if err := netns.Create(ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(ns) })
+	ns := testns.NewNetns(t, "tcli")
 	read := func() string {
 		var v []byte
 		if err := netns.Do(ns, func() (err error) {
@@ -201,24 +174,14 @@ func TestPrivTuneLabScope(t *testing.T) {
 }
 
 func TestTuneVerifyBadInput(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, []usageCase{
 		{[]string{"tune", "verify", "--experiment", "default"}, "needs --profile"},
 		{[]string{"tune", "verify", "--profile", "latency"}, "needs --profile"},
 		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--scope", "host"}, "add --yes"},
 		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--scope", "netns:x"}, "bad --scope"},
 		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "no-such-exp"}, "no experiment file"},
 		{[]string{"tune", "verify", "--profile", "latency", "--experiment", "default", "--arms", "nope"}, `no arm "nope"`},
-	}
-	for _, c := range cases {
-		_, err := runCLI(t, c.args...)
-		var u UsageError
-		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: got %v, want a usage error containing %q", c.args, err, c.want)
-		}
-	}
+	})
 }
 
 // TestTuneVerifyEndToEnd runs verify on a one-arm experiment with the

@@ -91,3 +91,16 @@ func NewPair(t testing.TB) *Pair {
 	setup(hb, "peer0", "eth0", p.BIP)
 	return p
 }
+
+// NewNetns creates one empty namespace named cnb-<id>-<label>, removed
+// when the test ends.
+func NewNetns(t testing.TB, label string) string {
+	t.Helper()
+	NeedRoot(t)
+	name := runid.Name(runid.New(), label)
+	if err := netns.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Delete(name) })
+	return name
+}

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cnibench/cnibench/pkg/errkind"
 )
 
 // ErrInvalid is matched (errors.Is) by ServeCommand's errors about the
 // server's flags: the command line, not the host, is wrong.
 var ErrInvalid = errors.New("invalid server flags")
-
-// flagError is a bad flag value: its message as it is, matching ErrInvalid.
-type flagError string
-
-func (e flagError) Error() string        { return string(e) }
-func (e flagError) Is(target error) bool { return target == ErrInvalid }
 
 // ServeCommand is `cnibench server`: it checks the bounds the user gave (a
 // zero there is a mistake, not "the default"), listens, says where on log
@@ -24,10 +20,10 @@ func (e flagError) Is(target error) bool { return target == ErrInvalid }
 // o.Log.
 func ServeCommand(ctx context.Context, o ServerOptions, log io.Writer) error {
 	if o.MaxSession <= 0 {
-		return flagError(fmt.Sprintf("--max-session %v: must be > 0", o.MaxSession))
+		return errkind.Errorf(ErrInvalid, "--max-session %v: must be > 0", o.MaxSession)
 	}
 	if o.MaxSessions < 1 || o.MaxPerSource < 1 {
-		return flagError(fmt.Sprintf("--max-sessions %d / --max-per-source %d: must be ≥ 1", o.MaxSessions, o.MaxPerSource))
+		return errkind.Errorf(ErrInvalid, "--max-sessions %d / --max-per-source %d: must be ≥ 1", o.MaxSessions, o.MaxPerSource)
 	}
 	s, err := Listen(o)
 	if err != nil {

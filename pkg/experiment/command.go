@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -59,7 +60,7 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	if c.Format != "none" && !report.ValidFormat(c.Format) {
-		return flagError(fmt.Sprintf("--format %q: want table, markdown, json, csv, html or none", c.Format))
+		return errkind.Errorf(ErrInvalid, "--format %q: want table, markdown, json, csv, html or none", c.Format)
 	}
 	if c.Local.Profile != nil {
 		if c.Local.ProfileArms, err = e.ArmSet("--profile-arms", c.ProfileArms); err != nil {
@@ -86,9 +87,3 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 	}
 	return err
 }
-
-// flagError is a bad flag value: its message as it is, matching ErrInvalid.
-type flagError string
-
-func (e flagError) Error() string        { return string(e) }
-func (e flagError) Is(target error) bool { return target == ErrInvalid }

@@ -2,7 +2,8 @@ package profile
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/cnibench/cnibench/pkg/errkind"
 )
 
 // ErrInvalid is matched (errors.Is) by Flags.Options' errors: the flags,
@@ -22,22 +23,16 @@ type Flags struct {
 func (f Flags) Options() (*Options, error) {
 	if !f.On {
 		if len(f.Arms) > 0 {
-			return nil, flagError("--profile-arms needs --profile")
+			return nil, errkind.Errorf(ErrInvalid, "--profile-arms needs --profile")
 		}
 		return nil, nil
 	}
 	if f.Rate < 1 {
-		return nil, flagError(fmt.Sprintf("--profile-rate %d: want 1..%d samples per second per CPU", f.Rate, MaxFrequency))
+		return nil, errkind.Errorf(ErrInvalid, "--profile-rate %d: want 1..%d samples per second per CPU", f.Rate, MaxFrequency)
 	}
 	o := Options{Frequency: f.Rate, Event: Event(f.Event)}
 	if err := o.Validate(); err != nil {
-		return nil, flagError("--profile: " + err.Error())
+		return nil, errkind.Errorf(ErrInvalid, "--profile: %w", err)
 	}
 	return &o, nil
 }
-
-// flagError is a bad flag value: its message as it is, matching ErrInvalid.
-type flagError string
-
-func (e flagError) Error() string        { return string(e) }
-func (e flagError) Is(target error) bool { return target == ErrInvalid }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -15,14 +16,6 @@ import (
 // user fixes by changing the command line: a format, a baseline arm, a
 // gate rule, an experiment without history.
 var ErrInvalid = errors.New("invalid report options")
-
-// invalidError keeps err's message and matches both ErrInvalid and err.
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string   { return e.err.Error() }
-func (e invalidError) Unwrap() []error { return []error{ErrInvalid, e.err} }
-
-func invalidf(format string, a ...any) error { return invalidError{fmt.Errorf(format, a...)} }
 
 // ReportCommand is `cnibench report` as given.
 type ReportCommand struct {
@@ -38,7 +31,7 @@ type ReportCommand struct {
 // store.ErrNoDatabase).
 func (c ReportCommand) Run(stdout io.Writer) error {
 	if !ValidFormat(c.Format) {
-		return invalidf("unknown --format %q; use one of %s", c.Format, strings.Join(Formats, ", "))
+		return errkind.Errorf(ErrInvalid, "unknown --format %q; use one of %s", c.Format, strings.Join(Formats, ", "))
 	}
 	src := store.NewSources(c.DBPath)
 	defer src.Close()
@@ -51,7 +44,7 @@ func (c ReportCommand) Run(stdout io.Writer) error {
 		}
 		if c.Baseline != "" {
 			if err := l.Run.Rebase(c.Baseline); err != nil {
-				return invalidError{err}
+				return errkind.Wrap(ErrInvalid, err)
 			}
 		}
 		st, err := stages.ForRun(l.DB, l.Run, l.Samples)
@@ -78,14 +71,14 @@ type CompareCommand struct {
 // Gate checks the gate flags: nil without --fail-on.
 func (c CompareCommand) Gate() (*Gate, error) {
 	if c.JUnit != "" && c.FailOn == "" {
-		return nil, invalidf("--junit needs --fail-on (the rule decides which cells fail)")
+		return nil, errkind.Errorf(ErrInvalid, "--junit needs --fail-on (the rule decides which cells fail)")
 	}
 	if c.FailOn == "" {
 		return nil, nil
 	}
 	g, err := ParseGate(c.FailOn)
 	if err != nil {
-		return nil, invalidError{err}
+		return nil, errkind.Wrap(ErrInvalid, err)
 	}
 	return &g, nil
 }
@@ -98,7 +91,7 @@ func (c CompareCommand) Run(stdout, log io.Writer) error {
 		return err
 	}
 	if !ValidCompareFormat(c.Format) {
-		return invalidf("unknown --format %q for compare; use one of %s", c.Format, strings.Join(CompareFormats, ", "))
+		return errkind.Errorf(ErrInvalid, "unknown --format %q for compare; use one of %s", c.Format, strings.Join(CompareFormats, ", "))
 	}
 	src := store.NewSources(c.DBPath)
 	defer src.Close()
@@ -134,10 +127,10 @@ type HistoryCommand struct {
 // their change points; how many incomplete runs were left out goes to log.
 func (c HistoryCommand) Run(stdout, log io.Writer) error {
 	if !slices.Contains(HistoryFormats, c.Format) {
-		return invalidf("unknown --format %q for history; use one of %s", c.Format, strings.Join(HistoryFormats, ", "))
+		return errkind.Errorf(ErrInvalid, "unknown --format %q for history; use one of %s", c.Format, strings.Join(HistoryFormats, ", "))
 	}
 	if c.Last < 0 {
-		return invalidf("--last %d: give a positive number of runs, or 0 for all", c.Last)
+		return errkind.Errorf(ErrInvalid, "--last %d: give a positive number of runs, or 0 for all", c.Last)
 	}
 	db, err := store.OpenExisting(c.DBPath)
 	if err != nil {
@@ -146,7 +139,7 @@ func (c HistoryCommand) Run(stdout, log io.Writer) error {
 	defer db.Close()
 	h, incomplete, err := LoadHistory(db, c.Experiment, c.Last)
 	if errors.Is(err, ErrNoHistory) {
-		return invalidError{err}
+		return errkind.Wrap(ErrInvalid, err)
 	}
 	if err != nil {
 		return err

@@ -3,37 +3,31 @@ package report
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // kubeOVNDB stores the kubeOVNRun fixture in a new results database.
 func kubeOVNDB(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "results.db")
-	db, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	run, samples := kubeOVNRun()
-	id, err := db.CreateRun(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range samples {
-		s.RunID = id
-		if err := db.AddSample(&s); err != nil {
+	return storetest.New(t, func(db *store.DB) {
+		run, samples := kubeOVNRun()
+		id, err := db.CreateRun(run)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := db.FinishRun(id, true, "ok"); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		for _, s := range samples {
+			s.RunID = id
+			if err := db.AddSample(&s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.FinishRun(id, true, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestCommandsRefuseBadOptions(t *testing.T) {

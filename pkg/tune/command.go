@@ -6,20 +6,13 @@ import (
 	"io"
 	"os"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/units"
 )
 
 // ErrInvalid is matched (errors.Is) by the errors of the commands' options
 // below that the user fixes by changing the command line.
 var ErrInvalid = errors.New("invalid tune options")
-
-// invalidError keeps err's message and matches both ErrInvalid and err.
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string   { return e.err.Error() }
-func (e invalidError) Unwrap() []error { return []error{ErrInvalid, e.err} }
-
-func invalidf(format string, a ...any) error { return invalidError{fmt.Errorf(format, a...)} }
 
 // Selection is what `tune audit` and `tune apply` act on, as given: a
 // profile, knob ids and a scope.
@@ -39,13 +32,13 @@ func (s Selection) resolve() ([]Profile, []*Knob, []string, error) {
 	if s.Profile != "" {
 		p, err := ParseProfile(s.Profile)
 		if err != nil {
-			return nil, nil, nil, invalidError{err}
+			return nil, nil, nil, errkind.Wrap(ErrInvalid, err)
 		}
 		profiles = []Profile{p}
 	}
 	ks, err := Select(units.SplitList(s.Only))
 	if err != nil {
-		return nil, nil, nil, invalidError{err}
+		return nil, nil, nil, errkind.Wrap(ErrInvalid, err)
 	}
 	var nss []string
 	if s.Namespaces != nil {
@@ -78,17 +71,17 @@ type ApplyCommand struct {
 // or DryRun, and root unless DryRun — and returns Apply's options.
 func (c ApplyCommand) Options() (ApplyOptions, error) {
 	if c.Profile == "" {
-		return ApplyOptions{}, invalidf("apply needs --profile latency or --profile throughput")
+		return ApplyOptions{}, errkind.Errorf(ErrInvalid, "apply needs --profile latency or --profile throughput")
 	}
 	profiles, ks, nss, err := c.resolve()
 	if err != nil {
 		return ApplyOptions{}, err
 	}
 	if len(nss) == 0 && !c.Yes && !c.DryRun {
-		return ApplyOptions{}, invalidf("apply --scope host changes this machine's settings: add --yes, or --dry-run to see the plan")
+		return ApplyOptions{}, errkind.Errorf(ErrInvalid, "apply --scope host changes this machine's settings: add --yes, or --dry-run to see the plan")
 	}
 	if !c.DryRun && os.Geteuid() != 0 {
-		return ApplyOptions{}, invalidf("apply writes kernel settings and needs root: run it with sudo, or use --dry-run")
+		return ApplyOptions{}, errkind.Errorf(ErrInvalid, "apply writes kernel settings and needs root: run it with sudo, or use --dry-run")
 	}
 	label := c.Scope
 	if label == "" {
@@ -124,7 +117,7 @@ func ApplyPrint(o ApplyOptions, print func(*ApplyReport) error) error {
 func RollbackPrint(e *Env, dir, file string, w io.Writer) error {
 	if file != "" {
 		if _, err := os.Stat(file); err != nil {
-			return invalidf("--journal %s: %w", file, err)
+			return errkind.Errorf(ErrInvalid, "--journal %s: %w", file, err)
 		}
 		n, err := Rollback(e, file)
 		if errors.Is(err, ErrRolledBack) {

@@ -3,13 +3,13 @@ package verify
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"golang.org/x/term"
 
 	"github.com/cnibench/cnibench/pkg/disturb"
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
@@ -19,13 +19,6 @@ import (
 
 // ErrInvalid is matched (errors.Is) by Command's errors about its flags.
 var ErrInvalid = errors.New("invalid verify flags")
-
-// flagError is a bad flag value: its message as it is, matching ErrInvalid
-// (and what it wraps).
-type flagError struct{ err error }
-
-func (e flagError) Error() string   { return e.err.Error() }
-func (e flagError) Unwrap() []error { return []error{ErrInvalid, e.err} }
 
 // Command is `cnibench tune verify` as given.
 type Command struct {
@@ -44,26 +37,26 @@ type Command struct {
 // before anything is stored or changed.
 func (c Command) Options() (Options, error) {
 	if c.Profile == "" || c.Experiment == "" {
-		return Options{}, flagError{errors.New("verify needs --profile latency|throughput and --experiment FILE|NAME")}
+		return Options{}, errkind.Errorf(ErrInvalid, "verify needs --profile latency|throughput and --experiment FILE|NAME")
 	}
 	p, err := tune.ParseProfile(c.Profile)
 	if err != nil {
-		return Options{}, flagError{err}
+		return Options{}, errkind.Wrap(ErrInvalid, err)
 	}
 	ks, err := tune.Select(units.SplitList(c.Only))
 	if err != nil {
-		return Options{}, flagError{err}
+		return Options{}, errkind.Wrap(ErrInvalid, err)
 	}
 	o := Options{Profile: p, Knobs: ks, Keep: c.Keep, JournalDir: c.JournalDir}
 	switch c.Scope {
 	case "lab":
 	case "host":
 		if !c.Yes {
-			return Options{}, flagError{errors.New("verify --scope host changes this machine's settings during the second run: add --yes")}
+			return Options{}, errkind.Errorf(ErrInvalid, "verify --scope host changes this machine's settings during the second run: add --yes")
 		}
 		o.Host = true
 	default:
-		return Options{}, flagError{fmt.Errorf("bad --scope %q for verify: use lab or host", c.Scope)}
+		return Options{}, errkind.Errorf(ErrInvalid, "bad --scope %q for verify: use lab or host", c.Scope)
 	}
 	if o.Experiment, err = experiment.Load(c.Experiment); err != nil {
 		return Options{}, err
