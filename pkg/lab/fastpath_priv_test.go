@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bytes"
-	"context"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -86,33 +85,17 @@ func TestPrivFastpath(t *testing.T) {
 			name = c.topo + "/ebpf"
 		}
 		t.Run(name, func(t *testing.T) {
-			s, _ := Preset(c.topo)
 			// On the bridge the conntrack knob filters in the server pod,
 			// not in the nodes: there the bypass shows on the veth alone.
 			l2 := c.topo == "bridge"
+			knobs := map[string]string{"conntrack": "on"}
 			if l2 {
-				if err := s.Set("nodes", "2"); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := s.Set("conntrack", "on"); err != nil {
-				t.Fatal(err)
+				knobs = map[string]string{"nodes": "2"}
 			}
 			if c.fast {
-				if err := s.Set("fastpath", "ebpf"); err != nil {
-					t.Fatal(err)
-				}
+				knobs["fastpath"] = "ebpf"
 			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, c.topo, knobs))
 			cl, _ := l.Endpoint("client")
 			srv, _ := l.Endpoint("server")
 			n1, _ := l.Endpoint("node1")

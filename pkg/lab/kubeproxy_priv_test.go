@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -27,23 +26,7 @@ func TestPrivProxy(t *testing.T) {
 					t.Skip("iptables-restore not installed (Debian package iptables)")
 				}
 			}
-			s, _ := Preset("native")
-			for k, v := range map[string]string{"proxy": mode, "services": "50", "endpoints": "2"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, "native", map[string]string{"proxy": mode, "services": "50", "endpoints": "2"}))
 			svc, err := l.Endpoint("service")
 			if err != nil {
 				t.Fatal(err)

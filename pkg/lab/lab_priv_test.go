@@ -181,47 +181,21 @@ func TestPrivPresets(t *testing.T) {
 	testns.NeedRoot(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
-			if strings.HasPrefix(p, "ovs") {
-				needOVS(t)
-			}
-			s, err := Preset(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			quietPMD(t, s)
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if errors.Is(err, ErrNotSupported) {
-				t.Skipf("%v (TestMissingKernelFeature covers this)", err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := l.ID
-			defer func() {
-				if err := l.Down(ctx); err != nil {
+			l := upPreset(t, p)
+			// Cleanups run last first: this Down comes before the one of
+			// upPreset, which must then succeed too (Down is idempotent).
+			t.Cleanup(func() {
+				if err := l.Down(context.Background()); err != nil {
 					t.Error(err)
 				}
-				if err := l.Down(ctx); err != nil { // idempotent
-					t.Errorf("second down: %v", err)
-				}
-				assertClean(t, id)
-			}()
-			if got, err := Get(l.Name); err != nil || !got.Complete || got.ID != id {
+			})
+			if got, err := Get(l.Name); err != nil || !got.Complete || got.ID != l.ID {
 				t.Fatalf("state: %v %+v", err, got)
 			}
-			pairs := [][2]string{{"client", "server"}}
-			if _, err := l.Endpoint("node1"); err == nil {
-				pairs = append(pairs, [2]string{"node1", "node2"})
-			}
-			for i, pr := range pairs {
+			for i, pr := range endpointPairs(l) {
 				from, _ := l.Endpoint(pr[0])
 				to, _ := l.Endpoint(pr[1])
-				addr := net.JoinHostPort(to.IP, fmt.Sprint(17420+i))
-				echoTCP(t, to.Netns, addr)
-				echoUDP(t, to.Netns, addr)
-				roundTrip(t, from.Netns, addr, 256<<10)
-				udpRoundTrip(t, from.Netns, addr)
+				echoBoth(t, from.Netns, to.Netns, net.JoinHostPort(to.IP, fmt.Sprint(17420+i)), 256<<10)
 			}
 		})
 	}
@@ -237,24 +211,8 @@ func TestPrivKnobs(t *testing.T) {
 			if strings.HasPrefix(topo, "ovs") {
 				needOVS(t)
 			}
-			s, _ := Preset(topo)
-			for k, v := range map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
-				"offloads": "gro=off,tso=off", "mtu": "1400"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, topo, map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
+				"offloads": "gro=off,tso=off", "mtu": "1400"}))
 			c, _ := l.Endpoint("client")
 			srv, _ := l.Endpoint("server")
 			echoTCP(t, srv.Netns, net.JoinHostPort(srv.IP, "17430"))
@@ -312,10 +270,8 @@ func TestPrivMissingKernelFeature(t *testing.T) {
 	tested := 0
 	for _, topo := range []string{"geneve", "ipip"} {
 		s, _ := Preset(topo)
-		id := runid.New()
-		newID = func() string { return id }
+		id := pinID(t)
 		l, err := Up(context.Background(), s, UpOptions{Name: "missing-" + id})
-		newID = runid.New
 		if err == nil {
 			t.Logf("%s is supported by this kernel; nothing to check", topo)
 			_ = l.Down(context.Background())
@@ -343,9 +299,7 @@ func TestPrivUpCancelled(t *testing.T) {
 	s, _ := Preset("bridge")
 	_ = s.Set("nodes", "2")
 	_ = s.Set("pods_per_node", "40")
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	id := pinID(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		// Cancel once some namespaces exist.
@@ -371,9 +325,7 @@ func TestPrivUpCancelled(t *testing.T) {
 func TestPrivBuildFailureUndoes(t *testing.T) {
 	testns.NeedRoot(t)
 	s, _ := Preset("native")
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	id := pinID(t)
 	// A namespace the lab wants already exists: Up must fail and remove
 	// only what it created, not the intruder.
 	intruder := runid.Name(id, "server")
@@ -463,30 +415,8 @@ func TestPrivPresetsEngineTraffic(t *testing.T) {
 	bin := testns.Binary(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
-			if strings.HasPrefix(p, "ovs") {
-				needOVS(t)
-			}
-			s, _ := Preset(p)
-			quietPMD(t, s)
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if errors.Is(err, ErrNotSupported) {
-				t.Skip(err.Error())
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
-			pairs := [][2]string{{"client", "server"}}
-			if _, err := l.Endpoint("node1"); err == nil {
-				pairs = append(pairs, [2]string{"node1", "node2"})
-			}
-			for _, pr := range pairs {
+			l := upPreset(t, p)
+			for _, pr := range endpointPairs(l) {
 				from, _ := l.Endpoint(pr[0])
 				to, _ := l.Endpoint(pr[1])
 				srv := exec.Command(bin, "server", "--quiet", "--listen", net.JoinHostPort(to.IP, "7420"))
@@ -539,21 +469,9 @@ func TestPrivPresetsEngineTraffic(t *testing.T) {
 // because every address lives inside the lab's own namespaces.
 func TestPrivLabsCoexist(t *testing.T) {
 	testns.NeedRoot(t)
-	ctx := context.Background()
 	var labs []*Lab
 	for i := 0; i < 2; i++ {
-		s, _ := Preset("vxlan")
-		l, err := Up(ctx, s, UpOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		labs = append(labs, l)
-		defer func() {
-			if err := l.Down(ctx); err != nil {
-				t.Error(err)
-			}
-			assertClean(t, l.ID)
-		}()
+		labs = append(labs, upLab(t, presetWith(t, "vxlan", nil)))
 	}
 	for i, l := range labs {
 		c, _ := l.Endpoint("client")
@@ -578,21 +496,7 @@ func TestPrivOVSSockBuf(t *testing.T) {
 	}
 	privateState(t)
 	before := rawSysctl(t, "net/core/rmem_default")
-	s, _ := Preset("ovs-netdev")
-	if err := s.Set("ovs_sock_buf", "33554432"); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertClean(t, l.ID)
-	}()
+	l := upLab(t, presetWith(t, "ovs-netdev", map[string]string{"ovs_sock_buf": "33554432"}))
 	if now := rawSysctl(t, "net/core/rmem_default"); now != before {
 		t.Errorf("host rmem_default %q while the lab is up, want %q back", now, before)
 	}

@@ -93,24 +93,16 @@ func TestPrivOVSDPDK(t *testing.T) {
 		pmdCPU = max(pmdCPU, c)
 	}
 	before := hugepageState(t)
-	s, _ := Preset(TopoOVSDPDK)
-	for k, v := range map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200", "ring_frames": "1024"} {
-		if err := s.Set(k, v); err != nil {
-			t.Fatal(err)
+	// Cleanups run last first: this check follows the Down of upLab.
+	var id string
+	t.Cleanup(func() {
+		if id != "" {
+			assertDPDKReleased(t, id, before)
 		}
-	}
+	})
+	l := upLab(t, presetWith(t, TopoOVSDPDK, map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200", "ring_frames": "1024"}))
+	id = l.ID
 	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := l.ID
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertDPDKReleased(t, id, before)
-	}()
 	if !l.ChangesHost() {
 		t.Error("an ovs-dpdk lab must count as changing the host (its PMD, its hugepages)")
 	}
@@ -162,20 +154,10 @@ func TestPrivOVSDPDK(t *testing.T) {
 		t.Errorf("ovs-vswitchd's packet ring mappings %v bytes, want two of %d (ring_frames=1024)", rings, 2*1024*2048)
 	}
 
-	m := l.DatapathMeter()
-	if m == nil {
-		t.Fatal("no datapath meter for a running ovs-dpdk lab")
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := startMeter(t, l, "no datapath meter for a running ovs-dpdk lab")
 	c, srv := l.Endpoints["client"], l.Endpoints["server"]
 	for i, pr := range [][2]Endpoint{{c, srv}, {srv, c}} {
-		addr := net.JoinHostPort(pr[1].IP, fmt.Sprint(17460+i))
-		echoTCP(t, pr[1].Netns, addr)
-		echoUDP(t, pr[1].Netns, addr)
-		roundTrip(t, pr[0].Netns, addr, 1<<20)
-		udpRoundTrip(t, pr[0].Netns, addr)
+		echoBoth(t, pr[0].Netns, pr[1].Netns, net.JoinHostPort(pr[1].IP, fmt.Sprint(17460+i)), 1<<20)
 	}
 	d, missing := m.Stop(ctx)
 	if len(missing) > 0 {
@@ -193,10 +175,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 	needOVSDPDK(t)
 	privateState(t)
 	before := hugepageState(t)
-	id := runid.New()
-	old := newID
-	newID = func() string { return id }
-	t.Cleanup(func() { newID = old })
+	id := pinID(t)
 	pidfile := filepath.Join(privOVSRoot, runid.Name(id, "node1"), "ovs-vswitchd.pid")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -269,10 +248,7 @@ func TestPrivOVSDPDKMissing(t *testing.T) {
 	old := ovsDPDKVswitchd
 	ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
 	t.Cleanup(func() { ovsDPDKVswitchd = old })
-	id := runid.New()
-	oldID := newID
-	newID = func() string { return id }
-	t.Cleanup(func() { newID = oldID })
+	id := pinID(t)
 	s, _ := Preset(TopoOVSDPDK)
 	_, err := Up(context.Background(), s, UpOptions{})
 	if !errors.Is(err, ErrNotSupported) {
@@ -295,30 +271,13 @@ func TestPrivOVSNetdevMeter(t *testing.T) {
 	testns.NeedRoot(t)
 	needOVS(t)
 	privateState(t)
-	s, _ := Preset(TopoOVSNetdev)
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertClean(t, l.ID)
-	}()
-	m := l.DatapathMeter()
-	if m == nil {
-		t.Fatal("no datapath meter for ovs-netdev with the host's vswitchd running")
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := upLab(t, presetWith(t, TopoOVSNetdev, nil))
+	m := startMeter(t, l, "no datapath meter for ovs-netdev with the host's vswitchd running")
 	c, srv := l.Endpoints["client"], l.Endpoints["server"]
 	addr := net.JoinHostPort(srv.IP, "17470")
 	echoTCP(t, srv.Netns, addr)
 	roundTrip(t, c.Netns, addr, 4<<20)
-	d, missing := m.Stop(ctx)
+	d, missing := m.Stop(context.Background())
 	if d.Seconds == nil || *d.Seconds <= 0 {
 		t.Errorf("vswitchd switched 8 MiB in no CPU time: %+v", d)
 	}

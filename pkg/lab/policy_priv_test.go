@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"net"
 	"os"
 	"testing"
@@ -21,23 +20,7 @@ func TestPrivPolicies(t *testing.T) {
 	privateState(t)
 	for _, mode := range []string{PolicyLinear, PolicySet} {
 		t.Run(mode, func(t *testing.T) {
-			s, _ := Preset("native")
-			for k, v := range map[string]string{"policies": "300", "policy_mode": mode, "pods_per_node": "2"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, "native", map[string]string{"policies": "300", "policy_mode": mode, "pods_per_node": "2"}))
 			srv, _ := l.Endpoint("server")
 			cl, _ := l.Endpoint("client")
 			other, err := l.Endpoint("pod1-1") // node1's second pod: not an allowed peer
