@@ -1,12 +1,20 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // The privileged tests build real labs; these helpers are the bring-up and
@@ -119,4 +127,74 @@ func startMeter(t *testing.T, l *Lab, why string) *DatapathMeter {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// nftIn returns an nftables connection to namespace ns. The namespace's
+// file stays open until the test ends: the connection opens its netlink
+// socket through it at each call.
+func nftIn(t *testing.T, ns string) *nftables.Conn {
+	t.Helper()
+	f, err := os.Open(netns.Path(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// countedPackets sums the packets the counters of rules saw.
+func countedPackets(rules []*nftables.Rule) uint64 {
+	var n uint64
+	for _, r := range rules {
+		for _, e := range r.Exprs {
+			if ctr, ok := e.(*expr.Counter); ok {
+				n += ctr.Packets
+			}
+		}
+	}
+	return n
+}
+
+// killLabUp starts the built binary's `lab up ARGS --name name -q`, reads
+// the lab's state file as it goes, and kills the process with SIGKILL once
+// killNow says so of the state read (called for each read). It returns
+// the lab's run id and what the command printed; a command that never
+// wrote its state fails the test.
+func killLabUp(t *testing.T, bin, name string, args []string, killNow func(*Lab) bool) (id, out string) {
+	t.Helper()
+	cmd := exec.Command(bin, append(append([]string{"lab", "up"}, args...), "--name", name, "-q")...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if l, err := Get(name); err == nil {
+			id = l.ID
+			if killNow(l) {
+				break
+			}
+		}
+	}
+	_ = cmd.Process.Signal(unix.SIGKILL)
+	_ = cmd.Wait()
+	if id == "" {
+		t.Fatalf("lab up never wrote its state: %s", b.String())
+	}
+	return id, b.String()
+}
+
+// labClean runs the built binary's `lab clean --id id` and returns what it
+// printed; a failing clean fails the test.
+func labClean(t *testing.T, bin, id string) string {
+	t.Helper()
+	co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab clean: %v\n%s", err, co)
+	}
+	return string(co)
 }

@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -61,16 +60,7 @@ func TestPrivProxy(t *testing.T) {
 						t.Errorf("%s: iptables-save lists %d rules, want at least %d", ns, got, want)
 					}
 				case ProxyNFTables:
-					f, err := os.Open(netns.Path(ns))
-					if err != nil {
-						t.Fatal(err)
-					}
-					c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-					if err != nil {
-						t.Fatal(err)
-					}
-					chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-					f.Close()
+					chains, err := nftIn(t, ns).ListChainsOfTableFamily(nftables.TableFamilyIPv4)
 					if err != nil {
 						t.Fatal(err)
 					}

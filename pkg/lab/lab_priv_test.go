@@ -21,7 +21,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // leftovers lists every host object of run id that still exists.
@@ -232,15 +231,7 @@ func TestPrivKnobs(t *testing.T) {
 			if n1, err := l.Endpoint("node1"); err == nil {
 				ruleNS = n1.Netns
 			}
-			f, err := os.Open(netns.Path(ruleNS))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := nftIn(t, ruleNS)
 			tb, err := conn.ListTableOfFamily(nameOfTable(l.ID), nftables.TableFamilyIPv4)
 			if err != nil {
 				t.Fatalf("nft table in %s: %v", ruleNS, err)
@@ -362,40 +353,17 @@ func TestPrivCleanAfterSIGKILL(t *testing.T) {
 			// A different moment each run: after 1..100 of its 102 namespaces.
 			killAt := 1 + rand.IntN(100)
 			t.Logf("killing after %d namespaces", killAt)
-			cmd := exec.Command(bin, "lab", "up", topo, "--name", name, "-q")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var id string
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
-				if l, err := Get(name); err == nil {
-					id = l.ID
-					if when == "midway" {
-						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= killAt {
-							break
-						}
-					} else if l.Complete {
-						break
-					}
+			id, out := killLabUp(t, bin, name, []string{topo}, func(l *Lab) bool {
+				if when == "midway" {
+					nss, _ := netns.List(runid.Prefix + l.ID + "-")
+					return len(nss) >= killAt
 				}
-				time.Sleep(time.Millisecond)
-			}
-			_ = cmd.Process.Signal(unix.SIGKILL)
-			_ = cmd.Wait()
-			if id == "" {
-				t.Fatalf("lab up never wrote its state: %s", out.String())
-			}
+				return l.Complete
+			})
 			if len(leftovers(t, id)) == 0 {
-				t.Fatalf("nothing existed at kill time; the test proves nothing (%s)", out.String())
+				t.Fatalf("nothing existed at kill time; the test proves nothing (%s)", out)
 			}
-			co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
-			if err != nil {
-				t.Fatalf("lab clean: %v\n%s", err, co)
-			}
-			if !strings.Contains(string(co), "removed") {
+			if co := labClean(t, bin, id); !strings.Contains(co, "removed") {
 				t.Errorf("clean output: %s", co)
 			}
 			assertClean(t, id)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/runid"
-	"golang.org/x/sys/unix"
 )
 
 // quietPMD lets an ovs-dpdk lab's PMD sleep when idle (pmd-maxsleep 500
@@ -208,35 +206,13 @@ func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
 	needOVSDPDK(t)
 	bin := testns.Binary(t)
 	before := hugepageState(t)
-	name := "killed-dpdk-" + runid.New()
-	cmd := exec.Command(bin, "lab", "up", "ovs-dpdk", "--name", name, "--set", "pmd_sleep=500", "-q")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if l, err := Get(name); err == nil {
-			id = l.ID
-			if l.Complete {
-				break
-			}
-		}
-	}
-	_ = cmd.Process.Signal(unix.SIGKILL)
-	_ = cmd.Wait()
-	if id == "" {
-		t.Fatalf("lab up never wrote its state: %s", out.String())
-	}
+	id, out := killLabUp(t, bin, "killed-dpdk-"+runid.New(), []string{"ovs-dpdk", "--set", "pmd_sleep=500"},
+		func(l *Lab) bool { return l.Complete })
 	dir := filepath.Join(privOVSRoot, runid.Name(id, "node1"))
 	if len(pidsMentioning(dir)) == 0 || hugepageState(t) == before {
-		t.Fatalf("no switch or hugepages at kill time; the test proves nothing (%s)", out.String())
+		t.Fatalf("no switch or hugepages at kill time; the test proves nothing (%s)", out)
 	}
-	co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
-	if err != nil {
-		t.Fatalf("lab clean: %v\n%s", err, co)
-	}
+	labClean(t, bin, id)
 	assertDPDKReleased(t, id, before)
 }
 

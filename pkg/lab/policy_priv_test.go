@@ -2,14 +2,12 @@ package lab
 
 import (
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 )
 
 // TestPrivPolicies: with policies=N the client (the last allowed peer)
@@ -41,29 +39,13 @@ func TestPrivPolicies(t *testing.T) {
 				t.Fatal("a pod outside the policy connected to the server")
 			}
 			n2, _ := l.Endpoint("node2")
-			f, err := os.Open(netns.Path(n2.Netns))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := nftIn(t, n2.Netns)
 			tb := &nftables.Table{Name: policyTable(l.ID), Family: nftables.TableFamilyIPv4}
 			rules, err := conn.GetRules(tb, &nftables.Chain{Name: "pod-ingress", Table: tb})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var dropped uint64
-			for _, r := range rules {
-				for _, e := range r.Exprs {
-					if ctr, ok := e.(*expr.Counter); ok {
-						dropped += ctr.Packets
-					}
-				}
-			}
-			if dropped == 0 {
+			if countedPackets(rules) == 0 {
 				t.Error("the denied connection did not hit the drop rule")
 			}
 			want := 300 + 2 // peers + established + drop
