@@ -17,7 +17,8 @@ import (
 )
 
 // privateState gives the test its own lab state and journal directory, so
-// its journals never meet those of labs other tests build at the same time.
+// its state files and journals never meet those of labs other tests
+// (privileged or not) build at the same time.
 func privateState(t *testing.T) {
 	t.Helper()
 	old := StateDir
