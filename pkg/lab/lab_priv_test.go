@@ -85,14 +85,22 @@ func assertClean(t *testing.T, id string) {
 	}
 }
 
-// echoTCP starts a TCP echo server on ip:port inside ns. The socket belongs
-// to ns for its life, so accepting and echoing need not stay in netns.Do.
+// socketIn opens a socket inside namespace ns; what names it in the
+// failure. The socket belongs to ns for its life, so using it need not
+// stay in netns.Do.
+func socketIn[S any](t *testing.T, ns, what string, open func() (S, error)) S {
+	t.Helper()
+	var sock S
+	if err := netns.Do(ns, func() (err error) { sock, err = open(); return }); err != nil {
+		t.Fatalf("%s in %s: %v", what, ns, err)
+	}
+	return sock
+}
+
+// echoTCP starts a TCP echo server on ip:port inside ns.
 func echoTCP(t *testing.T, ns, addr string) {
 	t.Helper()
-	var ln net.Listener
-	if err := netns.Do(ns, func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {
-		t.Fatalf("listen %s in %s: %v", addr, ns, err)
-	}
+	ln := socketIn(t, ns, "tcp listen "+addr, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -105,12 +113,10 @@ func echoTCP(t *testing.T, ns, addr string) {
 	}()
 }
 
+// echoUDP starts a UDP echo server on ip:port inside ns.
 func echoUDP(t *testing.T, ns, addr string) {
 	t.Helper()
-	var pc net.PacketConn
-	if err := netns.Do(ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
-		t.Fatalf("listen udp %s in %s: %v", addr, ns, err)
-	}
+	pc := socketIn(t, ns, "udp listen "+addr, func() (net.PacketConn, error) { return net.ListenPacket("udp4", addr) })
 	t.Cleanup(func() { pc.Close() })
 	go func() {
 		buf := make([]byte, 65536)
@@ -127,10 +133,7 @@ func echoUDP(t *testing.T, ns, addr string) {
 // roundTrip sends size bytes over TCP from ns to addr and checks the echo.
 func roundTrip(t *testing.T, ns, addr string, size int) {
 	t.Helper()
-	var c net.Conn
-	if err := netns.Do(ns, func() (err error) { c, err = net.DialTimeout("tcp4", addr, 3*time.Second); return }); err != nil {
-		t.Fatalf("tcp dial %s from %s: %v", addr, ns, err)
-	}
+	c := socketIn(t, ns, "tcp dial "+addr, func() (net.Conn, error) { return net.DialTimeout("tcp4", addr, 3*time.Second) })
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	msg := bytes.Repeat([]byte("cnibench"), size/8)
@@ -147,10 +150,7 @@ func roundTrip(t *testing.T, ns, addr string, size int) {
 // udpRoundTrip sends datagrams from ns to addr until one echo returns.
 func udpRoundTrip(t *testing.T, ns, addr string) {
 	t.Helper()
-	var c net.Conn
-	if err := netns.Do(ns, func() (err error) { c, err = net.Dial("udp4", addr); return }); err != nil {
-		t.Fatalf("udp dial %s from %s: %v", addr, ns, err)
-	}
+	c := socketIn(t, ns, "udp dial "+addr, func() (net.Conn, error) { return net.Dial("udp4", addr) })
 	defer c.Close()
 	buf := make([]byte, 2000)
 	msg := bytes.Repeat([]byte("u"), 1000)
