@@ -38,16 +38,10 @@ func probeOVS(context.Context) error {
 	return nil
 }
 
+// pidAlive reports whether the process of pidfile runs.
 func pidAlive(pidfile string) bool {
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		return false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return procAlive(pid)
+	pid, err := readPID(pidfile)
+	return err == nil && procAlive(pid)
 }
 
 // procAlive reports whether pid runs. A zombie counts as gone: in some

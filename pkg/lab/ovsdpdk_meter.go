@@ -55,6 +55,7 @@ func (l *Lab) DatapathMeter() *DatapathMeter {
 	return nil
 }
 
+// readPID reads the process id a daemon wrote to its pid file p.
 func readPID(p string) (int, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {

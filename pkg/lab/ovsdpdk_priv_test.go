@@ -266,11 +266,11 @@ func TestPrivOVSNetdevMeter(t *testing.T) {
 // the process in pidfile, from /proc/PID/maps.
 func packetRings(t *testing.T, pidfile string) []uint64 {
 	t.Helper()
-	b, err := os.ReadFile(pidfile)
+	pid, err := readPID(pidfile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/maps")
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
