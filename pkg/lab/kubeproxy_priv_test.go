@@ -1,14 +1,13 @@
 package lab
 
 import (
-	"bytes"
+	"context"
 	"net"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/google/nftables"
 )
 
@@ -47,16 +46,11 @@ func TestPrivProxy(t *testing.T) {
 			for _, ns := range []string{n1.Netns, mustNode(t, l, "node2")} {
 				switch mode {
 				case ProxyIPTables:
-					cmd := exec.Command("iptables-save")
-					var out bytes.Buffer
-					cmd.Stdout = &out
-					if err := netns.Start(ns, cmd); err != nil {
+					out, err := run(context.Background(), ns, nil, "iptables-save")
+					if err != nil {
 						t.Fatal(err)
 					}
-					if err := cmd.Wait(); err != nil {
-						t.Fatal(err)
-					}
-					if got, want := strings.Count(out.String(), "\n-A "), iptablesRuleCount(ports); got < want {
+					if got, want := strings.Count(out, "\n-A "), iptablesRuleCount(ports); got < want {
 						t.Errorf("%s: iptables-save lists %d rules, want at least %d", ns, got, want)
 					}
 				case ProxyNFTables:
