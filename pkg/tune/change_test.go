@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,28 +15,13 @@ import (
 // trailing newline the kernel prints.
 func fixtureProc(t *testing.T) (*Env, string) {
 	t.Helper()
-	root := t.TempDir()
-	for name, v := range map[string]string{
-		"sys/net/core/rmem_max":     "212992\n",
-		"sys/net/core/wmem_max":     "212992\n",
-		"sys/net/core/rmem_default": "212992\n",
-		"sys/net/ipv4/tcp_rmem":     "4096\t131072\t6291456\n",
-	} {
-		p := filepath.Join(root, "proc", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hp := filepath.Join(root, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
-	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hp, []byte("0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root := fixture.Tree(t, map[string]string{
+		"proc/sys/net/core/rmem_max":                            "212992\n",
+		"proc/sys/net/core/wmem_max":                            "212992\n",
+		"proc/sys/net/core/rmem_default":                        "212992\n",
+		"proc/sys/net/ipv4/tcp_rmem":                            "4096\t131072\t6291456\n",
+		"sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages": "0\n",
+	})
 	return &Env{ProcRoot: filepath.Join(root, "proc"), SysRoot: filepath.Join(root, "sys"), DevRoot: filepath.Join(root, "dev")}, root
 }
 
