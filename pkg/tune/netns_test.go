@@ -116,7 +116,6 @@ func TestPrivNetnsApplyRollbackExact(t *testing.T) {
 	}
 }
 
-
 const crashEnv = "CNIBENCH_TUNE_CRASH_CHILD"
 
 // TestCrashChild is not a test on its own: TestPrivCrashMidApply re-runs the test
