@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,14 +217,28 @@ func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
 	assertDPDKReleased(t, id, before)
 }
 
-// TestPrivOVSDPDKMissing: without the DPDK vswitchd, `up` is one typed
-// line naming the package to install, and leaves nothing.
+// TestPrivOVSDPDKMissing: without the DPDK vswitchd, or without a DPDK
+// driver it loads as a plugin, `up` is one typed line naming the package
+// to install, and leaves nothing.
 func TestPrivOVSDPDKMissing(t *testing.T) {
 	testns.NeedRoot(t)
+	t.Run("vswitchd", func(t *testing.T) {
+		old := ovsDPDKVswitchd
+		ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
+		t.Cleanup(func() { ovsDPDKVswitchd = old })
+		ovsDPDKMissing(t, "openvswitch-switch-dpdk")
+	})
+	t.Run("af_packet driver", func(t *testing.T) {
+		old := dpdkPlugins
+		dpdkPlugins = append(slices.Clone(old[1:]), struct{ glob, pkg string }{filepath.Join(t.TempDir(), "librte_net_af_packet.so*"), "librte-net-af-packet23"})
+		t.Cleanup(func() { dpdkPlugins = old })
+		ovsDPDKMissing(t, "librte-net-af-packet23")
+	})
+}
+
+func ovsDPDKMissing(t *testing.T, pkg string) {
+	t.Helper()
 	privateState(t)
-	old := ovsDPDKVswitchd
-	ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
-	t.Cleanup(func() { ovsDPDKVswitchd = old })
 	id := pinID(t)
 	s, _ := Preset(TopoOVSDPDK)
 	_, err := Up(context.Background(), s, UpOptions{})
@@ -231,7 +246,7 @@ func TestPrivOVSDPDKMissing(t *testing.T) {
 		t.Fatalf("want ErrNotSupported, got %v", err)
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "openvswitch-switch-dpdk") || !strings.Contains(msg, "nothing was created") {
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, pkg) || !strings.Contains(msg, "nothing was created") {
 		t.Errorf("want one line naming the package: %q", msg)
 	}
 	assertClean(t, id)
