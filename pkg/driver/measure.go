@@ -293,6 +293,16 @@ func (p *process) waitChildrenGone(timeout time.Duration) []int {
 // leader, from /proc/<pid>/stat (field 5, pgrp). Zombies count: their CPU
 // reaches the leader's rusage only when it reaps them.
 func groupMembers(pgid int) []int {
+	return Procs("stat", func(pid int, stat []byte) bool {
+		g, ok := statPgrp(stat)
+		return ok && g == pgid && pid != pgid
+	})
+}
+
+// Procs returns the pids of the processes whose /proc/<pid>/<file> (e.g.
+// "stat", "cmdline") keep accepts. A process that exits while it is being
+// read is left out, as if it had gone before.
+func Procs(file string, keep func(pid int, content []byte) bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -300,14 +310,11 @@ func groupMembers(pgid int) []int {
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
-		if g, ok := statPgrp(b); ok && g == pgid {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/" + file)
+		if err == nil && keep(pid, b) {
 			out = append(out, pid)
 		}
 	}
