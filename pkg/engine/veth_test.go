@@ -29,36 +29,55 @@ func cnibenchBin(t *testing.T) string { return testns.Binary(t) }
 func serveIn(t *testing.T, ns, listen string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(cnibenchBin(t), "server", "--listen", listen)
+	startCommand(t, cmd, func(c *exec.Cmd) error { return netns.Start(ns, c) }, "")
+	return cmd
+}
+
+// startCommand starts cmd, a `cnibench server`, through start (cmd.Start, or
+// netns.Start for a namespace), kills it when the test ends, and returns
+// once the server says where it listens, with that address. Its later
+// stderr lines that contain watch are sent on the returned channel, which is
+// closed when the server exits.
+func startCommand(t *testing.T, cmd *exec.Cmd, start func(*exec.Cmd) error, watch string) (string, <-chan string) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := netns.Start(ns, cmd); err != nil {
+	if err := start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	ready := make(chan string, 1)
+	ready, lines := make(chan string, 1), make(chan string, 16)
 	go func() {
+		defer close(lines)
+		listening := false
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				ready <- sc.Text()
+			if _, rest, ok := strings.Cut(sc.Text(), " listening on "); ok && !listening {
+				listening = true
+				ready <- strings.Fields(rest)[0]
+			} else if watch != "" && strings.Contains(sc.Text(), watch) {
+				lines <- sc.Text()
 			}
 		}
-		close(ready)
+		if !listening {
+			close(ready)
+		}
 	}()
 	select {
-	case _, ok := <-ready:
+	case addr, ok := <-ready:
 		if !ok {
 			t.Fatal("server exited before listening")
 		}
+		return addr, lines
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not start within 10s")
 	}
-	return cmd
+	return "", nil
 }
 
 // clientIn runs `cnibench client` in ns and returns stdout, stderr.
