@@ -177,23 +177,26 @@ func holdSession(t *testing.T, s *Server) {
 }
 
 func TestSessionLimits(t *testing.T) {
-	t.Run("max sessions", func(t *testing.T) {
-		s := startServerWith(t, ServerOptions{MaxSessions: 2})
-		holdSession(t, s)
-		holdSession(t, s)
-		_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
-		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "--max-sessions") {
-			t.Fatalf("want ErrBusy naming --max-sessions, got %v", err)
-		}
-	})
-	t.Run("per source", func(t *testing.T) {
-		s := startServerWith(t, ServerOptions{MaxPerSource: 1})
-		holdSession(t, s)
-		_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
-		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "127.0.0.1") {
-			t.Fatalf("want ErrBusy naming the source, got %v", err)
-		}
-	})
+	for _, c := range []struct {
+		name  string
+		o     ServerOptions
+		held  int    // sessions held open before the refused one
+		names string // what the refusal must name
+	}{
+		{"max sessions", ServerOptions{MaxSessions: 2}, 2, "--max-sessions"},
+		{"per source", ServerOptions{MaxPerSource: 1}, 1, "127.0.0.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startServerWith(t, c.o)
+			for range c.held {
+				holdSession(t, s)
+			}
+			_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
+			if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), c.names) {
+				t.Fatalf("want ErrBusy naming %s, got %v", c.names, err)
+			}
+		})
+	}
 	t.Run("slot released", func(t *testing.T) {
 		s := startServerWith(t, ServerOptions{MaxSessions: 1})
 		for i := 0; i < 3; i++ {
