@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
-
 	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/result"
 )
@@ -182,5 +181,37 @@ func TestParseRoundedCounts(t *testing.T) {
 	golden.Near(t, "sender pps", r.Throughput.SenderPps, 2.13e6/r.DurationSeconds)
 	if r.UDP != nil || !strings.Contains(r.Missing["udp"], "rounded counts") {
 		t.Fatalf("loss from rounded counts: udp=%+v missing=%q", r.UDP, r.Missing["udp"])
+	}
+}
+
+// FuzzParseBlocks: any output qperf (or a broken pipe) can produce parses or
+// is refused; a parsed number is never NaN or infinite, so a garbled line
+// cannot become a measured value.
+func FuzzParseBlocks(f *testing.F) {
+	drivertest.FuzzParse(f, "testdata/*.txt", ParseBlocks, func(t *testing.T, blocks []Block) {
+		for _, b := range blocks {
+			for name, fl := range b.Fields {
+				if math.IsNaN(fl.Value) || math.IsInf(fl.Value, 0) {
+					t.Fatalf("%s.%s parsed as %v", b.Test, name, fl.Value)
+				}
+			}
+		}
+	})
+}
+
+// TestPrivEndToEnd runs real qperf across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
+	var specs []driver.Spec
+	for _, test := range []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"} {
+		specs = append(specs, driver.Spec{Test: test, MsgSize: 1024, Duration: time.Second})
+	}
+	rs := drivertest.Run(t, Driver{}, 19790, specs...)
+	for _, r := range rs {
+		drivertest.CheckCommon(t, r)
+		if r.Test == "tcp_lat" || r.Test == "udp_lat" {
+			drivertest.CheckLatency(t, r)
+		} else {
+			drivertest.CheckBandwidth(t, r)
+		}
 	}
 }

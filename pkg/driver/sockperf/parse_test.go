@@ -4,8 +4,10 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
+	"github.com/cnibench/cnibench/pkg/driver"
 )
 
 var golden = drivertest.Goldens{Driver: Driver{}, Port: 11120, Rel: 1e-6}
@@ -113,4 +115,34 @@ func TestCommands(t *testing.T) {
 func TestCommandSizeLimits(t *testing.T) {
 	golden.SizeLimits(t, "tcp_lat", map[int]bool{13: false, 14: true, 1<<20 - 1: true, 1 << 20: false})
 	golden.SizeLimits(t, "udp_lat", map[int]bool{65507: true, 65508: false})
+}
+
+// FuzzParseReport: sockperf's text output, however truncated or garbled,
+// parses into finite, non-negative figures or is refused.
+func FuzzParseReport(f *testing.F) {
+	drivertest.FuzzParse(f, "testdata/*.txt", ParseReport, func(t *testing.T, r *Report) {
+		for name, v := range map[string]float64{"avg": r.Avg, "stddev": r.StdDev, "valid_seconds": r.ValidSeconds, "warmup_ms": r.WarmupMs} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Fatalf("%s parsed as %v", name, v)
+			}
+		}
+		if r.ValidSent < 0 || r.ValidReceived < 0 || r.Dropped < 0 {
+			t.Fatalf("negative counts: %+v", r)
+		}
+	})
+}
+
+// TestPrivEndToEnd runs real sockperf across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
+	rs := drivertest.Run(t, Driver{}, 11190,
+		driver.Spec{Test: "tcp_lat", MsgSize: 64, Duration: time.Second},
+		driver.Spec{Test: "udp_lat", MsgSize: 64, Duration: time.Second},
+	)
+	for _, r := range rs {
+		drivertest.CheckCommon(t, r)
+		drivertest.CheckLatency(t, r)
+		if r.Latency.RTTNs.P99 == nil || *r.Latency.RTTNs.P99 < *r.Latency.RTTNs.P50 {
+			t.Errorf("%s: percentiles %+v", r.Test, r.Latency.RTTNs)
+		}
+	}
 }
