@@ -196,30 +196,30 @@ func TestPrivVethKilledClient(t *testing.T) {
 // nftIn loads an nftables ruleset into ns.
 func nftIn(t *testing.T, ns, rules string) {
 	t.Helper()
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	nft(t, ns, rules, "-f", "-")
+}
+
+// nft runs nft with args in ns, stdin as its input, and returns its
+// standard output; a failure fails t with what nft said.
+func nft(t *testing.T, ns, stdin string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("nft", args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := netns.Start(ns, cmd); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out.String())
+		t.Fatalf("nft %s: %v: %s%s", strings.Join(args, " "), err, out.String(), errb.String())
 	}
+	return out.Bytes()
 }
 
 // nftCounter reads the packets of the first counter in table inet name.
 func nftCounter(t *testing.T, ns, name string) int64 {
 	t.Helper()
-	cmd := exec.Command("nft", "-j", "list", "table", "inet", name)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := netns.Start(ns, cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	out := nft(t, ns, "", "-j", "list", "table", "inet", name)
 	var doc struct {
 		Nftables []struct {
 			Rule *struct {
@@ -227,7 +227,7 @@ func nftCounter(t *testing.T, ns, name string) int64 {
 			} `json:"rule"`
 		} `json:"nftables"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range doc.Nftables {
@@ -244,7 +244,7 @@ func nftCounter(t *testing.T, ns, name string) int64 {
 			}
 		}
 	}
-	t.Fatalf("no counter in %s", out.String())
+	t.Fatalf("no counter in %s", out)
 	return 0
 }
 
