@@ -204,25 +204,36 @@ func waitClosed(ctx context.Context, c net.Conn) {
 
 var statRE = regexp.MustCompile(`(\w+)=(\d+)`)
 
-// serverStats asks the server (SIGUSR1) for its counts.
+// serverStats asks the server (SIGUSR1) for its counts. The signal is sent
+// again every 500 ms until a line comes: the server announces where it
+// listens a moment before it installs its SIGUSR1 handler, and a signal that
+// arrives in between is ignored. Lines left from an earlier call are
+// dropped first, so a late answer is never taken for this one.
 func serverStats(t *testing.T, pid int, lines <-chan string) map[string]int {
 	t.Helper()
-	if err := unix.Kill(pid, unix.SIGUSR1); err != nil {
-		t.Fatal(err)
+	for len(lines) > 0 {
+		<-lines
 	}
-	select {
-	case l, ok := <-lines:
-		if !ok {
-			t.Fatal("server exited before printing its stats")
+	deadline := time.After(5 * time.Second)
+	for {
+		if err := unix.Kill(pid, unix.SIGUSR1); err != nil {
+			t.Fatal(err)
 		}
-		m := map[string]int{}
-		for _, kv := range statRE.FindAllStringSubmatch(l, -1) {
-			m[kv[1]], _ = strconv.Atoi(kv[2])
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("server exited before printing its stats")
+			}
+			m := map[string]int{}
+			for _, kv := range statRE.FindAllStringSubmatch(l, -1) {
+				m[kv[1]], _ = strconv.Atoi(kv[2])
+			}
+			return m
+		case <-time.After(500 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("server printed no stats within 5 s of SIGUSR1")
+			return nil
 		}
-		return m
-	case <-time.After(5 * time.Second):
-		t.Fatal("server printed no stats within 5 s of SIGUSR1")
-		return nil
 	}
 }
 
