@@ -1,6 +1,7 @@
-// Package drivertest holds what the drivers' end-to-end tests share: running
-// a driver across a fresh namespace pair and checking that no server process
-// outlives the measurement.
+// Package drivertest holds what the drivers' tests share: parsing golden
+// tool output (Goldens), fuzzing a parser from those files (FuzzParse), and,
+// end to end, running a driver across a fresh namespace pair and checking
+// that no server process outlives the measurement.
 package drivertest
 
 import (
