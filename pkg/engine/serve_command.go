@@ -29,10 +29,13 @@ func ServeCommand(ctx context.Context, o ServerOptions, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The handler goes in before the announcement: whoever waits for
+	// "listening on" may signal at once, and a SIGUSR1 that came before
+	// signal.Notify would be lost.
+	defer s.StatsOnSIGUSR1(log)()
 	fmt.Fprintf(log, "cnibench server %s listening on %s (tcp+udp)\n", o.Version, s.Addr())
 	if s.Insecure() {
 		fmt.Fprintf(log, "warning: listening beyond loopback without a token: any host that reaches %s can run tests; set $%s (or --token) on server and clients\n", s.Addr(), TokenEnv)
 	}
-	defer s.StatsOnSIGUSR1(log)()
 	return s.Serve(ctx)
 }
