@@ -815,27 +815,7 @@ func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duratio
 	}
 	// Objects first, by listing: a namespace we may not list or delete can
 	// still hold cnibench objects we may delete.
-	var objs []string
-	if ds, err := cs.AppsV1().DaemonSets("").List(ctx, lo); err == nil {
-		for _, d := range ds.Items {
-			objs = append(objs, "daemonset/"+d.Namespace+"/"+d.Name)
-		}
-	}
-	if s, err := cs.CoreV1().Services("").List(ctx, lo); err == nil {
-		for _, x := range s.Items {
-			objs = append(objs, "service/"+x.Namespace+"/"+x.Name)
-		}
-	}
-	if p, err := cs.CoreV1().Pods("").List(ctx, lo); err == nil {
-		for _, x := range p.Items {
-			objs = append(objs, "pod/"+x.Namespace+"/"+x.Name)
-		}
-	}
-	if sc, err := cs.CoreV1().Secrets("").List(ctx, lo); err == nil {
-		for _, x := range sc.Items {
-			objs = append(objs, "secret/"+x.Namespace+"/"+x.Name)
-		}
-	}
+	objs := listObjects(ctx, cs, lo, labeledKinds)
 	if err := deleteLabeled(ctx, cs, "", ManagedSelector); err != nil {
 		return nil, err
 	}
