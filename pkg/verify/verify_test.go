@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -46,11 +46,7 @@ func setup(t *testing.T, m experiment.Measurer) (Options, *store.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := storetest.Open(t)
 	ks, _ := tune.Select(nil)
 	var out bytes.Buffer
 	return Options{Experiment: e, Profile: tune.Throughput, Knobs: ks, JournalDir: t.TempDir(), DB: db,
