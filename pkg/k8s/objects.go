@@ -44,18 +44,35 @@ func listObjects(ctx context.Context, cs kubernetes.Interface, lo metav1.ListOpt
 		if err != nil {
 			continue
 		}
-		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			m, err := meta.Accessor(o)
-			if err != nil {
-				return err
-			}
+		_ = eachObject(list, func(m metav1.Object) {
 			if ns := m.GetNamespace(); ns != "" {
 				out = append(out, k.name+"/"+ns+"/"+m.GetName())
 			} else {
 				out = append(out, k.name+"/"+m.GetName())
 			}
-			return nil
 		})
 	}
 	return out
+}
+
+// objectNames names the objects of a List call's answer (one of
+// client-go's *XList), or passes on its error.
+func objectNames(list runtime.Object, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = eachObject(list, func(m metav1.Object) { names = append(names, m.GetName()) })
+	return names, err
+}
+
+// eachObject calls f with each object of list, one of client-go's *XList.
+func eachObject(list runtime.Object, f func(metav1.Object)) error {
+	return meta.EachListItem(list, func(o runtime.Object) error {
+		m, err := meta.Accessor(o)
+		if err == nil {
+			f(m)
+		}
+		return err
+	})
 }

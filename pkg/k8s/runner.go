@@ -778,17 +778,7 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 			api := cs.CoreV1().Services(n)
 			gone("services in "+n, deleteAll(ctx, names, lo,
 				func(ctx context.Context) error { return deleteServiceCollection(ctx, cs, n, lo) },
-				func(ctx context.Context) ([]string, error) {
-					l, err := api.List(ctx, lo)
-					if err != nil {
-						return nil, err
-					}
-					var out []string
-					for _, s := range l.Items {
-						out = append(out, s.Name)
-					}
-					return out, nil
-				},
+				func(ctx context.Context) ([]string, error) { return objectNames(api.List(ctx, lo)) },
 				func(ctx context.Context, name string) error { return api.Delete(ctx, name, do) }))
 		}
 	}
