@@ -67,9 +67,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
+	podDefaults(&o.Namespace, &o.PullPolicy, &o.Log)
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
@@ -82,11 +80,19 @@ func (o *Options) defaults() {
 	if o.MeasureTimeout <= 0 {
 		o.MeasureTimeout = 10 * time.Minute
 	}
-	if o.PullPolicy == "" {
-		o.PullPolicy = corev1.PullIfNotPresent
+}
+
+// podDefaults fills in what a run and an audit, which both start cnibench
+// pods, default alike: the namespace, the image pull policy and the log.
+func podDefaults(namespace *string, pull *corev1.PullPolicy, log *io.Writer) {
+	if *namespace == "" {
+		*namespace = DefaultNamespace
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
+	if *pull == "" {
+		*pull = corev1.PullIfNotPresent
+	}
+	if *log == nil {
+		*log = io.Discard
 	}
 }
 
