@@ -2,6 +2,8 @@
 package storetest
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -26,6 +28,21 @@ func Open(t testing.TB) *store.DB {
 	db, _ := create(t)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Untouched is a results database path in the test's temporary directory
+// for commands that must refuse before they store anything: the test fails
+// if a database is there when it ends.
+func Untouched(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "results.db")
+	// Runs before TempDir's own cleanup removes the directory.
+	t.Cleanup(func() {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused command created the database %s (stat: %v)", path, err)
+		}
+	})
+	return path
 }
 
 func create(t testing.TB) (*store.DB, string) {
