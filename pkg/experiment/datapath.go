@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cnibench/cnibench/pkg/result"
 )
@@ -39,7 +40,12 @@ func (mm meteredMeasurer) Measure(ctx context.Context, req MeasureRequest) (*res
 	bg := context.WithoutCancel(ctx)
 	res, why, err := measureInWindow(ctx, mm.inner, req, "datapath meter",
 		func() error { return mm.m.Start(bg) },
-		func() error { dp, missing = mm.m.Stop(bg); return nil })
+		func() error {
+			if dp, missing = mm.m.Stop(bg); dp == nil {
+				return errors.New("it gave no figures") // never "" as the reason cpu.datapath is missing
+			}
+			return nil
+		})
 	if res == nil {
 		return res, err
 	}
