@@ -6,6 +6,8 @@
 #     scenarios, tcp_lat and tcp_bw at 1 B and 4 KiB, sender/receiver CPU)
 #     -> the CNI and kube-proxy mode the run detected match what was started
 #     -> flannel-vxlan: the pods' traffic really crossed flannel.1
+#     -> --agent-cpu: every window has its datapath agents' CPU (kube-proxy,
+#        and flanneld on the Flannel runs)
 #   -> the three runs, one experiment (same flags) in one database, rendered
 #      as one comparison (seed 004's tunnel-mode table: modes as rows)
 #
@@ -46,7 +48,7 @@ for CNI in bridge flannel-host-gw flannel-vxlan; do
   before=$(rx k8slab-n1)
   step "$CNI: k8s run, all scenarios, $REPEATS repeats"
   "$BIN" k8s run --image-pull-policy Never --scenarios default --test tcp_lat,tcp_bw --msg-size 1,4K \
-    --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" --json >"$OUT/run-$CNI.json" 2>"$TMP/run-$CNI.log" \
+    --duration "$DURATION" --warmup 300ms --repeats "$REPEATS" --agent-cpu --json >"$OUT/run-$CNI.json" 2>"$TMP/run-$CNI.log" \
     || { tail -5 "$TMP/run-$CNI.log"; fail "$CNI: k8s run exited non-zero"; }
   after=$(rx k8slab-n1)
   grep -E "^probed|ClusterIP" "$TMP/run-$CNI.log" || true
@@ -64,6 +66,17 @@ for CNI in bridge flannel-host-gw flannel-vxlan; do
   [ "$cni" = "$want_cni" ] && [ "$mode" = "$want_mode" ] || fail "$CNI: run detected CNI '$cni' mode '$mode', want '$want_cni' '$want_mode'"
   [ "$kpm" = iptables ] || fail "$CNI: run detected kube-proxy mode '$kpm', want iptables"
   echo "e2e-cni: $CNI: detected CNI $cni${mode:+ ($mode)}, kube-proxy $kpm; flannel.1 rx on n1: $before -> $after packets"
+  # The agents' CPU: kube-proxy on every run, flanneld where Flannel runs.
+  agents=kube-proxy
+  case $CNI in flannel-*) agents="kube-proxy flanneld" ;; esac
+  for a in $agents; do
+    jq -e --arg a "$a" '[.samples[].results[] | .cpu.datapath.seconds != null and ([.cpu.datapath.agents[].process] | index($a) != null)] | all' \
+      "$OUT/run-$CNI.json" >/dev/null || fail "$CNI: $a's CPU missing from a window: $(jq -c '[.samples[].results[] | .missing["cpu.datapath"] // .missing["cpu.datapath.seconds"] // empty][0]' "$OUT/run-$CNI.json")"
+  done
+  echo "e2e-cni: $CNI: agents' CPU, median over the windows (% of one CPU): $(jq -r '[.samples[].results[].cpu.datapath.agents[]] | group_by(.process)
+    | map(.[0].process + " " + ((map(.pct) | map(select(. != null)) | sort) as $v
+      | if ($v | length) == 0 then "missing" else ($v[($v | length) / 2 | floor] * 100 | round / 100 | tostring) + " %" end))
+    | join(", ")' "$OUT/run-$CNI.json")"
   if [ "$CNI" = flannel-vxlan ]; then
     [ $((after - before)) -gt 1000 ] || fail "flannel-vxlan: flannel.1 on k8slab-n1 received $((after - before)) packets during the run"
   fi

@@ -96,6 +96,34 @@ jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8
   || fail "chosen nodes not used: $(jq -c '.plan.placements' "$TMP/swap.json")"
 jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/swap.json" >/dev/null || fail "chosen-node run gave no result"
 
+step "node choice by label, and a tainted node: --client/--server-node-selector, --tolerate-taints"
+# n2 becomes a tainted "client pool" node, n1 the server pool; the taint and
+# labels are removed again right after (the cluster is purged on exit anyway).
+kubectl label node k8slab-n2 cnibench-e2e/pool=client --overwrite >/dev/null
+kubectl label node k8slab-n1 cnibench-e2e/pool=server --overwrite >/dev/null
+kubectl taint node k8slab-n2 cnibench-e2e/dedicated=perf:NoSchedule --overwrite >/dev/null
+untaint() {
+  kubectl taint node k8slab-n2 cnibench-e2e/dedicated- >/dev/null 2>&1 || true
+  kubectl label node k8slab-n1 k8slab-n2 cnibench-e2e/pool- >/dev/null 2>&1 || true
+}
+SEL=(--client-node-selector cnibench-e2e/pool=client --server-node-selector cnibench-e2e/pool=server)
+# Without a toleration the only client-pool node is out: a usage error naming why, nothing created.
+set +e
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node "${SEL[@]}" --test tcp_lat --msg-size 64 \
+  --duration 1s --warmup 200ms --json >"$TMP/taint.json" 2>"$TMP/taint.log"
+rc=$?
+set -e
+[ $rc = 2 ] || { untaint; fail "tainted client pool without --tolerate-taints: exit $rc, want 2 ($(tail -1 "$TMP/taint.log"))"; }
+grep -q "taint" "$TMP/taint.log" || { untaint; fail "the refusal does not name the taint: $(tail -1 "$TMP/taint.log")"; }
+echo "e2e-k8s: refused as expected: $(tail -1 "$TMP/taint.log")"
+"$BIN" k8s run --image-pull-policy Never --scenarios pod-cross-node "${SEL[@]}" --tolerate-taints --test tcp_lat \
+  --msg-size 64 --duration 1s --warmup 200ms --json >"$TMP/sel.json" 2>"$TMP/sel.log" \
+  || { untaint; fail "run by label with --tolerate-taints: $(tail -1 "$TMP/sel.log")"; }
+untaint
+jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8slab-n1"' "$TMP/sel.json" >/dev/null \
+  || fail "label selectors not honoured: $(jq -c '.plan.placements' "$TMP/sel.json")"
+jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/sel.json" >/dev/null || fail "run by label gave no result"
+
 step "pod-to-host, host-to-pod, hairpin, --parallel through the Service, --agent-cpu"
 "$BIN" k8s run --image-pull-policy Never --scenarios pod-to-host,host-to-pod,hairpin,service --test tcp_lat,tcp_bw \
   --msg-size 64 --duration 1s --warmup 200ms --parallel 2 --agent-cpu --json >"$TMP/new.json" 2>"$TMP/new.log" \

@@ -4,7 +4,13 @@
 set -euo pipefail
 # openvswitch-switch-dpdk (the ovs-dpdk preset) installs ovs-vswitchd-dpdk as a
 # lower-priority alternative: the host's default ovs-vswitchd stays the plain one.
-pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk bpftool sqlite3 jq chromium)
+# DPDK loads its drivers as plugins that Debian only *recommends* (and this
+# script installs without recommends): the lab's ports are af_packet vdevs and
+# every DPDK mempool needs the ring driver, so both are named here. Without
+# them a fresh machine's ovs-dpdk fails with "Error attaching device
+# 'net_af_packet0,…' to DPDK".
+pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk
+  librte-net-af-packet23 librte-mempool-ring23 bpftool sqlite3 jq chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

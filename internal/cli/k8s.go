@@ -14,6 +14,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
 
 func newK8sCmd() *cobra.Command {
@@ -25,7 +26,7 @@ removes everything it created. The cluster is chosen as kubectl chooses it:
 current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
-		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd())
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd())
 }
 
 // addClusterFlags adds the flags every k8s subcommand shares: the cluster,
@@ -82,6 +83,7 @@ failure and Ctrl-C.`
 	f.BoolVar(&c.AgentCPU, "agent-cpu", false, "meter the CPU of the datapath agents (flanneld, kube-proxy, ovs-vswitchd, …) on the client's and server's nodes in each measured window (a hostPID, hostNetwork pod per node, as nobody without capabilities)")
 	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&c.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
+	f.Float64Var(&c.SettleIdle, "settle-idle", 0, "before measuring, wait until each client node's CPUs are at least this many percent idle over 3s (at most 5m; then a warning): measure the steady state, not kube-proxy and the API server digesting --services")
 	f.IntVar(&c.Services, "services", 0, fmt.Sprintf("put the measured Service behind this many other Services (0-%d; with EndpointSlices to %s, deleted afterwards)", k8s.MaxServices, k8s.PlaceholderAddress))
 	f.DurationVar(&c.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
 	f.BoolVar(&c.JSON, "json", false, "print the plan, cluster fingerprint and every result as JSON")
@@ -178,6 +180,26 @@ func newK8sAgentCPUCmd() *cobra.Command {
 			return k8s.RunAgentMeter(cmd.Context(), cmd.OutOrStdout(), "/proc", interval)
 		}))
 	cmd.Flags().DurationVar(&interval, "interval", k8s.AgentInterval, "time between samples")
+	return cmd
+}
+
+// newK8sWaitIdleCmd is what a run's settle probe pod runs (--settle-idle):
+// it returns once this node's CPUs were idle enough over one window.
+func newK8sWaitIdleCmd() *cobra.Command {
+	var minIdle float64
+	var window, timeout time.Duration
+	cmd := hidden(command("wait-idle", "Wait until this node's CPUs are idle enough (a run's settle probe pod)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
+			d, idle, err := k8s.WaitIdle(cmd.Context(), sysinfo.Host.ReadStat, minIdle, window, timeout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%.0f %% idle over %s after %.1fs\n", idle, window, d.Seconds())
+			return nil
+		}))
+	cmd.Flags().Float64Var(&minIdle, "min-idle", 70, "percent of the CPUs idle")
+	cmd.Flags().DurationVar(&window, "window", k8s.SettleWindow, "the interval one reading covers")
+	cmd.Flags().DurationVar(&timeout, "timeout", k8s.SettleTimeout, "give up after this long")
 	return cmd
 }
 

@@ -1,11 +1,11 @@
-// Package drivertest holds what the drivers' end-to-end tests share: running
-// a driver across a fresh namespace pair and checking that no server process
-// outlives the measurement.
+// Package drivertest holds what the drivers' tests share: parsing golden
+// tool output (Goldens), fuzzing a parser from those files (FuzzParse), and,
+// end to end, running a driver across a fresh namespace pair and checking
+// that no server process outlives the measurement.
 package drivertest
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,23 +18,10 @@ import (
 
 // Processes returns the pids whose command line is exactly argv.
 func Processes(argv []string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
 	want := strings.Join(argv, "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		if strings.TrimRight(string(b), "\x00") == want {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return driver.Procs("cmdline", func(_ int, cmdline []byte) bool {
+		return strings.TrimRight(string(cmdline), "\x00") == want
+	})
 }
 
 // Run measures each spec with d from namespace B to a server in namespace A

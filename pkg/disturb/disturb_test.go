@@ -2,12 +2,11 @@ package disturb
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
@@ -16,21 +15,16 @@ import (
 // line per process (comm, flags, utime, stime).
 func writeProc(t *testing.T, root string, steal uint64, procs map[int][4]string) {
 	t.Helper()
-	must := func(p, s string) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	files := map[string]string{
+		"proc/stat":    fmt.Sprintf("cpu  100 0 100 %d 0 0 0 %d 0 0\ncpu0 100 0 100 %d 0 0 0 %d 0 0\n", 1000+steal*10, steal, 1000+steal*10, steal),
+		"proc/loadavg": "2.50 1.00 0.50 3/400 1234\n",
 	}
-	must(filepath.Join(root, "proc/stat"), fmt.Sprintf("cpu  100 0 100 %d 0 0 0 %d 0 0\ncpu0 100 0 100 %d 0 0 0 %d 0 0\n", 1000+steal*10, steal, 1000+steal*10, steal))
-	must(filepath.Join(root, "proc/loadavg"), "2.50 1.00 0.50 3/400 1234\n")
 	for pid, f := range procs {
 		// Fields 3..15: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime.
-		must(filepath.Join(root, "proc", fmt.Sprint(pid), "stat"),
-			fmt.Sprintf("%d (%s) S 1 1 1 0 -1 %s 0 0 0 0 %s %s 0 0 20 0 1 0\n", pid, f[0], f[1], f[2], f[3]))
+		files[fmt.Sprintf("proc/%d/stat", pid)] =
+			fmt.Sprintf("%d (%s) S 1 1 1 0 -1 %s 0 0 0 0 %s %s 0 0 20 0 1 0\n", pid, f[0], f[1], f[2], f[3])
 	}
+	fixture.Write(t, root, files)
 }
 
 func TestStamp(t *testing.T) {

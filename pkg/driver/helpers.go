@@ -98,3 +98,24 @@ func StripANSI(b []byte) []byte {
 	}
 	return out.Bytes()
 }
+
+// WithPort appends flag and port to argv when port is set; 0 leaves the
+// tool on its default port.
+func WithPort(argv []string, flag string, port int) []string {
+	if port == 0 {
+		return argv
+	}
+	return append(argv, flag, Itoa(port))
+}
+
+// CheckClient returns the refusals every ClientCommand starts with: a test
+// d does not run, or a spec with no server address.
+func CheckClient(d Driver, spec Spec) error {
+	if err := d.Supports(spec.Test); err != nil {
+		return err
+	}
+	if spec.Server == "" {
+		return fmt.Errorf("%s: no server address given", d.Name())
+	}
+	return nil
+}

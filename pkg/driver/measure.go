@@ -50,15 +50,7 @@ var (
 // the interval both sides were busy.
 func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string) (*result.Result, error) {
 	name := d.Name()
-	spec, err := prepare(d, spec)
-	if err != nil {
-		return nil, err
-	}
-	srvArgv, err := d.ServerCommand(spec)
-	if err != nil {
-		return nil, err
-	}
-	cliArgv, err := d.ClientCommand(spec)
+	spec, srvArgv, cliArgv, err := prepare(d, spec, true)
 	if err != nil {
 		return nil, err
 	}
@@ -80,17 +72,10 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, fmt.Errorf("%s server (%s): %w", name, strings.Join(srvArgv, " "), err)
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, spec.Duration+spec.Warmup+ClientMargin)
-	defer cancel()
-	var stdout bytes.Buffer
-	cli, err := startProcess(cctx, clientNS, spec.ClientCPU, cliArgv, &stdout)
+	cli, stdout, timedOut, err := runClient(ctx, name, spec, clientNS, cliArgv)
 	if err != nil {
-		return nil, fmt.Errorf("start %s client in netns %q: %w", name, clientNS, err)
+		return nil, err
 	}
-	ClientStarted(ctx)
-	<-cli.done
-	timedOut := cctx.Err() == context.DeadlineExceeded
-	cancel()
 	// A server that forks per test (qperf) only has its children's CPU in
 	// its rusage once it has reaped them; give them a moment to finish.
 	childrenLeft := srv.waitChildrenGone(ChildGrace)
@@ -103,7 +88,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, fmt.Errorf("%s client did not finish within %s (killed): %s", name,
 			spec.Duration+spec.Warmup+ClientMargin, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
-	r, perr := d.Parse(spec, stdout.Bytes())
+	r, perr := d.Parse(spec, stdout)
 	if cli.waitErr != nil {
 		// The tool's own message (e.g. iperf3's JSON "error") beats an exit status.
 		if perr != nil {
@@ -115,12 +100,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 		return nil, fmt.Errorf("%s: %w; stderr: %s", name, perr, tailLine(cli.stderr.String(), srv.stderr.String()))
 	}
 
-	if r.Tool.Name == "" {
-		r.Tool.Name = name
-	}
-	if len(r.Tool.Command) == 0 {
-		r.Tool.Command = cliArgv
-	}
+	wall := fillFromClient(r, name, cliArgv, cli)
 	if r.Tool.Version == "" {
 		if v, err := d.Version(); err == nil {
 			r.Tool.Version = v
@@ -128,11 +108,6 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 			r.SetMissing("tool.version", err.Error())
 		}
 	}
-	if r.Start.IsZero() {
-		r.Start = cli.started
-	}
-	wall := cli.ended.Sub(cli.started).Seconds()
-	fillProcessCPU(r, "client", cli.cmd.ProcessState, wall)
 	if len(childrenLeft) == 0 {
 		fillProcessCPU(r, "server", srv.cmd.ProcessState, wall)
 	} else if r.CPU == nil || r.CPU.Server == nil || r.CPU.Server.ProcessSeconds == nil {
@@ -293,6 +268,16 @@ func (p *process) waitChildrenGone(timeout time.Duration) []int {
 // leader, from /proc/<pid>/stat (field 5, pgrp). Zombies count: their CPU
 // reaches the leader's rusage only when it reaps them.
 func groupMembers(pgid int) []int {
+	return Procs("stat", func(pid int, stat []byte) bool {
+		g, ok := statPgrp(stat)
+		return ok && g == pgid && pid != pgid
+	})
+}
+
+// Procs returns the pids of the processes whose /proc/<pid>/<file> (e.g.
+// "stat", "cmdline") keep accepts. A process that exits while it is being
+// read is left out, as if it had gone before.
+func Procs(file string, keep func(pid int, content []byte) bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -300,14 +285,11 @@ func groupMembers(pgid int) []int {
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
-		if g, ok := statPgrp(b); ok && g == pgid {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/" + file)
+		if err == nil && keep(pid, b) {
 			out = append(out, pid)
 		}
 	}
@@ -450,13 +432,14 @@ func tailLine(texts ...string) string {
 	return strings.Join(parts, " | ")
 }
 
-// prepare checks that d can run spec here and fills the tool's default port.
-func prepare(d Driver, spec Spec) (Spec, error) {
+// prepare checks that d can run spec here, fills the tool's default port,
+// and builds the commands: the server's (only withServer), then the client's.
+func prepare(d Driver, spec Spec, withServer bool) (s Spec, srvArgv, cliArgv []string, err error) {
 	if err := d.Supports(spec.Test); err != nil {
-		return spec, err
+		return spec, nil, nil, err
 	}
 	if err := d.Installed(); err != nil {
-		return spec, err
+		return spec, nil, nil, err
 	}
 	if spec.Port == 0 {
 		if p, ok := d.(DefaultPorter); ok {
@@ -464,9 +447,15 @@ func prepare(d Driver, spec Spec) (Spec, error) {
 		}
 	}
 	if spec.Port == 0 {
-		return spec, fmt.Errorf("%s: no port given and the driver has no default port", d.Name())
+		return spec, nil, nil, fmt.Errorf("%s: no port given and the driver has no default port", d.Name())
 	}
-	return spec, nil
+	if withServer {
+		if srvArgv, err = d.ServerCommand(spec); err != nil {
+			return spec, nil, nil, err
+		}
+	}
+	cliArgv, err = d.ClientCommand(spec)
+	return spec, srvArgv, cliArgv, err
 }
 
 // startPinned starts c in namespace ns with its affinity set to cpu. The

@@ -117,23 +117,10 @@ func alive(pid int) bool {
 // serverPids finds helper servers started for port, to check they are gone.
 func serverPids(t *testing.T, port int) []int {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) >= 2 && args[0] == os.Args[0] && args[len(args)-1] == strconv.Itoa(port) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return Procs("cmdline", func(_ int, cmdline []byte) bool {
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		return len(args) >= 2 && args[0] == os.Args[0] && args[len(args)-1] == strconv.Itoa(port)
+	})
 }
 
 func setTimeouts(t *testing.T) {
@@ -143,6 +130,18 @@ func setTimeouts(t *testing.T) {
 	})
 }
 
+// measureReaped runs Measure with f on a free port and fails t if f's server
+// outlives it, whatever Measure returned.
+func measureReaped(ctx context.Context, t *testing.T, f fakeDriver, spec Spec) (*result.Result, error) {
+	t.Helper()
+	spec.Port = freePort(t)
+	r, err := Measure(ctx, f, spec, "", "")
+	if p := serverPids(t, spec.Port); len(p) > 0 {
+		t.Fatalf("server still running after Measure (err %v): %v", err, p)
+	}
+	return r, err
+}
+
 func TestMeasureProcessHygiene(t *testing.T) {
 	setTimeouts(t)
 	pidFile := t.TempDir() + "/child.pid"
@@ -150,8 +149,7 @@ func TestMeasureProcessHygiene(t *testing.T) {
 	spec := Spec{Server: "127.0.0.1", Test: "tcp_lat", MsgSize: 1, Duration: time.Second}
 
 	t.Run("ok fills client CPU from rusage and stops the server group", func(t *testing.T) {
-		spec.Port = freePort(t)
-		r, err := Measure(context.Background(), fakeDriver{"listen-fork", "client-ok"}, spec, "", "")
+		r, err := measureReaped(context.Background(), t, fakeDriver{"listen-fork", "client-ok"}, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,9 +171,6 @@ func TestMeasureProcessHygiene(t *testing.T) {
 		if r.Missing["tool.version"] == "" || len(r.Tool.Command) == 0 {
 			t.Fatalf("tool version error / command not recorded: %+v %v", r.Tool, r.Missing)
 		}
-		if p := serverPids(t, spec.Port); len(p) > 0 {
-			t.Fatalf("server still running: %v", p)
-		}
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			t.Fatal(err)
@@ -192,8 +187,7 @@ func TestMeasureProcessHygiene(t *testing.T) {
 	})
 
 	t.Run("server ignoring SIGTERM is killed", func(t *testing.T) {
-		spec.Port = freePort(t)
-		r, err := Measure(context.Background(), fakeDriver{"listen-stubborn", "client-ok"}, spec, "", "")
+		r, err := measureReaped(context.Background(), t, fakeDriver{"listen-stubborn", "client-ok"}, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,60 +195,44 @@ func TestMeasureProcessHygiene(t *testing.T) {
 		if r.CPU.Server == nil || r.CPU.Server.ProcessSeconds == nil {
 			t.Fatalf("server CPU not recorded: %+v %v", r.CPU.Server, r.Missing)
 		}
-		if p := serverPids(t, spec.Port); len(p) > 0 {
-			t.Fatalf("server still running: %v", p)
-		}
 	})
 
 	t.Run("client failure names stderr", func(t *testing.T) {
-		spec.Port = freePort(t)
-		_, err := Measure(context.Background(), fakeDriver{"listen", "client-fail"}, spec, "", "")
+		_, err := measureReaped(context.Background(), t, fakeDriver{"listen", "client-fail"}, spec)
 		if err == nil || !strings.Contains(err.Error(), "fake: connection refused") || !strings.Contains(err.Error(), "exit status 3") {
 			t.Fatalf("err = %v", err)
 		}
 		if strings.Contains(err.Error(), "\n") {
 			t.Fatalf("error is not one line: %q", err)
 		}
-		if p := serverPids(t, spec.Port); len(p) > 0 {
-			t.Fatalf("server still running after client failure: %v", p)
-		}
 	})
 
 	t.Run("server that exits early", func(t *testing.T) {
-		spec.Port = freePort(t)
-		_, err := Measure(context.Background(), fakeDriver{"exit", "client-ok"}, spec, "", "")
+		_, err := measureReaped(context.Background(), t, fakeDriver{"exit", "client-ok"}, spec)
 		if err == nil || !strings.Contains(err.Error(), "exited before listening") || !strings.Contains(err.Error(), "address already in use") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 
 	t.Run("client past its deadline is killed", func(t *testing.T) {
-		spec.Port = freePort(t)
 		spec.Duration = 100 * time.Millisecond
 		start := time.Now()
-		_, err := Measure(context.Background(), fakeDriver{"listen", "client-hang"}, spec, "", "")
+		_, err := measureReaped(context.Background(), t, fakeDriver{"listen", "client-hang"}, spec)
 		if err == nil || !strings.Contains(err.Error(), "did not finish") {
 			t.Fatalf("err = %v", err)
 		}
 		if time.Since(start) > 20*time.Second {
 			t.Fatal("deadline not enforced")
 		}
-		if p := serverPids(t, spec.Port); len(p) > 0 {
-			t.Fatalf("server still running: %v", p)
-		}
 	})
 
 	t.Run("cancelled context", func(t *testing.T) {
-		spec.Port = freePort(t)
 		spec.Duration = time.Second
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(500*time.Millisecond, cancel)
-		_, err := Measure(ctx, fakeDriver{"listen", "client-hang"}, spec, "", "")
+		_, err := measureReaped(ctx, t, fakeDriver{"listen", "client-hang"}, spec)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
-		}
-		if p := serverPids(t, spec.Port); len(p) > 0 {
-			t.Fatalf("server still running: %v", p)
 		}
 	})
 }

@@ -177,23 +177,26 @@ func holdSession(t *testing.T, s *Server) {
 }
 
 func TestSessionLimits(t *testing.T) {
-	t.Run("max sessions", func(t *testing.T) {
-		s := startServerWith(t, ServerOptions{MaxSessions: 2})
-		holdSession(t, s)
-		holdSession(t, s)
-		_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
-		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "--max-sessions") {
-			t.Fatalf("want ErrBusy naming --max-sessions, got %v", err)
-		}
-	})
-	t.Run("per source", func(t *testing.T) {
-		s := startServerWith(t, ServerOptions{MaxPerSource: 1})
-		holdSession(t, s)
-		_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
-		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "127.0.0.1") {
-			t.Fatalf("want ErrBusy naming the source, got %v", err)
-		}
-	})
+	for _, c := range []struct {
+		name  string
+		o     ServerOptions
+		held  int    // sessions held open before the refused one
+		names string // what the refusal must name
+	}{
+		{"max sessions", ServerOptions{MaxSessions: 2}, 2, "--max-sessions"},
+		{"per source", ServerOptions{MaxPerSource: 1}, 1, "127.0.0.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startServerWith(t, c.o)
+			for range c.held {
+				holdSession(t, s)
+			}
+			_, err := Run(context.Background(), opts(s, result.TCPLat, 1))
+			if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), c.names) {
+				t.Fatalf("want ErrBusy naming %s, got %v", c.names, err)
+			}
+		})
+	}
 	t.Run("slot released", func(t *testing.T) {
 		s := startServerWith(t, ServerOptions{MaxSessions: 1})
 		for i := 0; i < 3; i++ {
@@ -273,5 +276,43 @@ func TestInsecure(t *testing.T) {
 		if got := Insecure(net.ParseIP(tc.ip), tc.token); got != tc.want {
 			t.Errorf("Insecure(%s, %q) = %v", tc.ip, tc.token, got)
 		}
+	}
+}
+
+// ServeCommand checks the admission bounds above before it listens, and
+// warns when it listens insecurely (see TestInsecure).
+func TestServeCommandRefusesZeroBounds(t *testing.T) {
+	for _, o := range []ServerOptions{
+		{Listen: "127.0.0.1:0", MaxSession: 0, MaxSessions: 1, MaxPerSource: 1},
+		{Listen: "127.0.0.1:0", MaxSession: time.Minute, MaxSessions: 0, MaxPerSource: 1},
+		{Listen: "127.0.0.1:0", MaxSession: time.Minute, MaxSessions: 1, MaxPerSource: 0},
+	} {
+		var log bytes.Buffer
+		if err := ServeCommand(context.Background(), o, &log); !errors.Is(err, ErrInvalid) || log.Len() > 0 {
+			t.Errorf("%+v: got %v, logged %q; want ErrInvalid before listening", o, err, log.String())
+		}
+	}
+}
+
+// On loopback without a token the server says where it listens, with no
+// warning, and returns when its context ends.
+func TestServeCommandServesUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	o := ServerOptions{Listen: "127.0.0.1:0", Version: "test", MaxSession: time.Minute, MaxSessions: 2, MaxPerSource: 1}
+	var log bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- ServeCommand(ctx, o, &log) }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not stop when its context ended")
+	}
+	if s := log.String(); !strings.HasPrefix(s, "cnibench server test listening on 127.0.0.1:") || strings.Contains(s, "warning") {
+		t.Errorf("log %q", s)
 	}
 }

@@ -92,19 +92,6 @@ func (l *latHist) quantile(p float64) float64 {
 	return float64(min(max(v, l.min), l.max))
 }
 
-// halve returns d with every value divided by two: the one-way convention
-// (RTT/2) that qperf and sockperf print.
-func halve(d result.Dist) result.Dist {
-	h := func(p *float64) *float64 {
-		if p == nil {
-			return nil
-		}
-		return result.F(*p / 2)
-	}
-	return result.Dist{Count: d.Count, Min: h(d.Min), Mean: h(d.Mean), Stddev: h(d.Stddev),
-		P50: h(d.P50), P90: h(d.P90), P99: h(d.P99), P999: h(d.P999), Max: h(d.Max)}
-}
-
 // cdfPercentiles are the points of the CDF in results: dense in the tail,
 // where datapaths differ.
 var cdfPercentiles = []float64{0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85, 90,
@@ -127,5 +114,5 @@ func (l *latHist) latency() *result.Latency {
 	if !ok {
 		return nil
 	}
-	return &result.Latency{RTTNs: d, OneWayNs: halve(d), CDF: l.cdf()}
+	return &result.Latency{RTTNs: d, OneWayNs: d.Halved(), CDF: l.cdf()}
 }

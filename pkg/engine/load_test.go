@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -41,28 +40,14 @@ func TestLoadHalfHostile(t *testing.T) {
 		}
 		dur = d
 	}
-	port := freePort(t)
-	srv := exec.Command(bin, "server", "--listen", "127.0.0.1:"+strconv.Itoa(port),
+	srv := exec.Command(bin, "server", "--listen", "127.0.0.1:0",
 		"--max-sessions", "256", "--max-per-source", "256", "--quiet")
-	stderr, err := srv.StderrPipe()
+	addr, stats := startCommand(t, srv, (*exec.Cmd).Start, "stats ")
+	_, ps, _ := net.SplitHostPort(addr)
+	port, err := strconv.Atoi(ps)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("server address %q: %v", addr, err)
 	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	stats := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "stats ") {
-				stats <- sc.Text()
-			}
-		}
-	}()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitListening(t, addr)
 	base := serverStats(t, srv.Process.Pid, stats)
 	t.Logf("baseline: %v", base)
 
@@ -219,22 +204,36 @@ func waitClosed(ctx context.Context, c net.Conn) {
 
 var statRE = regexp.MustCompile(`(\w+)=(\d+)`)
 
-// serverStats asks the server (SIGUSR1) for its counts.
+// serverStats asks the server (SIGUSR1) for its counts. The signal is sent
+// again every 500 ms until a line comes: the server announces where it
+// listens a moment before it installs its SIGUSR1 handler, and a signal that
+// arrives in between is ignored. Lines left from an earlier call are
+// dropped first, so a late answer is never taken for this one.
 func serverStats(t *testing.T, pid int, lines <-chan string) map[string]int {
 	t.Helper()
-	if err := unix.Kill(pid, unix.SIGUSR1); err != nil {
-		t.Fatal(err)
+	for len(lines) > 0 {
+		<-lines
 	}
-	select {
-	case l := <-lines:
-		m := map[string]int{}
-		for _, kv := range statRE.FindAllStringSubmatch(l, -1) {
-			m[kv[1]], _ = strconv.Atoi(kv[2])
+	deadline := time.After(5 * time.Second)
+	for {
+		if err := unix.Kill(pid, unix.SIGUSR1); err != nil {
+			t.Fatal(err)
 		}
-		return m
-	case <-time.After(5 * time.Second):
-		t.Fatal("server printed no stats within 5 s of SIGUSR1")
-		return nil
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("server exited before printing its stats")
+			}
+			m := map[string]int{}
+			for _, kv := range statRE.FindAllStringSubmatch(l, -1) {
+				m[kv[1]], _ = strconv.Atoi(kv[2])
+			}
+			return m
+		case <-time.After(500 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("server printed no stats within 5 s of SIGUSR1")
+			return nil
+		}
 	}
 }
 
@@ -253,30 +252,4 @@ func procStatusKB(pid int, key string) int {
 		}
 	}
 	return 0
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not listening on %s within 10 s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -33,8 +33,20 @@ func runLoop(o *ClientOptions, ip net.IP, session uint32, i int, s *stream, phas
 // readAll reads len(b) bytes, retrying on the receive timeout unless the
 // run is stopping. It returns false (and no error) when stopped midway.
 func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
+	return ioAll(unix.SYS_READ, fd, b, phase)
+}
+
+// writeAll writes all of b, as readAll reads.
+func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
+	return ioAll(unix.SYS_WRITE, fd, b, phase)
+}
+
+// ioAll is readAll (trap SYS_READ) and writeAll (SYS_WRITE): the syscall is
+// a number, not a function value, so the per-transaction path has no
+// indirect call.
+func ioAll(trap uintptr, fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	for off := 0; off < len(b); {
-		n, err := sysRead(fd, b[off:])
+		n, err := sysIO(trap, fd, b[off:], rawSyscalls)
 		if err != nil {
 			if err == unix.EINTR || isTimeout(err) {
 				// The runtime's preemption signal interrupts raw syscalls
@@ -47,25 +59,8 @@ func readAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
 			}
 			return false, err
 		}
-		if n == 0 {
+		if n == 0 && trap == unix.SYS_READ {
 			return false, errPeerClosed
-		}
-		off += n
-	}
-	return true, nil
-}
-
-func writeAll(fd int, b []byte, phase *atomic.Int32) (bool, error) {
-	for off := 0; off < len(b); {
-		n, err := sysWrite(fd, b[off:])
-		if err != nil {
-			if err == unix.EINTR || isTimeout(err) {
-				if phase.Load() != phStop {
-					continue
-				}
-				return false, nil
-			}
-			return false, err
 		}
 		off += n
 	}

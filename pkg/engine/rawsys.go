@@ -44,22 +44,22 @@ func reserveProcs(n int) func() {
 	}
 }
 
-func sysRead(fd int, b []byte) (int, error) {
-	if !rawSyscalls {
-		return unix.Read(fd, b)
-	}
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return int(r), e
-	}
-	return int(r), nil
-}
+// sysRead and sysWrite are the hot loops' read(2) and write(2): raw unless
+// CNIBENCH_RAW=0 (see rawSyscalls). b must not be empty.
+func sysRead(fd int, b []byte) (int, error)  { return sysIO(unix.SYS_READ, fd, b, rawSyscalls) }
+func sysWrite(fd int, b []byte) (int, error) { return sysIO(unix.SYS_WRITE, fd, b, rawSyscalls) }
 
-func sysWrite(fd int, b []byte) (int, error) {
-	if !rawSyscalls {
-		return unix.Write(fd, b)
+// sysIO is read(2) (trap SYS_READ) or write(2) (SYS_WRITE) of the non-empty
+// b on fd, through RawSyscall when raw, else the runtime's Syscall (what
+// unix.Read and unix.Write call).
+func sysIO(trap uintptr, fd int, b []byte, raw bool) (int, error) {
+	var r uintptr
+	var e unix.Errno
+	if raw {
+		r, _, e = unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	} else {
+		r, _, e = unix.Syscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	}
-	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return int(r), e
 	}

@@ -126,33 +126,26 @@ func setNoDelay(fd int) error {
 	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 }
 
-// readFull reads exactly len(b) bytes. It returns io.EOF-like errors as
-// errPeerClosed.
-func readFull(fd int, b []byte) error {
-	for off := 0; off < len(b); {
-		n, err := unix.Read(fd, b[off:])
-		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return err
-		}
-		if n == 0 {
-			return errPeerClosed
-		}
-		off += n
-	}
-	return nil
-}
+// readFull reads exactly len(b) bytes through the runtime's syscalls. It
+// returns io.EOF-like errors as errPeerClosed.
+func readFull(fd int, b []byte) error { return ioFull(unix.SYS_READ, fd, b) }
 
-func writeFull(fd int, b []byte) error {
+// writeFull writes all of b, as readFull reads.
+func writeFull(fd int, b []byte) error { return ioFull(unix.SYS_WRITE, fd, b) }
+
+// ioFull is readFull (trap SYS_READ) and writeFull (SYS_WRITE), retrying
+// only on EINTR.
+func ioFull(trap uintptr, fd int, b []byte) error {
 	for off := 0; off < len(b); {
-		n, err := unix.Write(fd, b[off:])
+		n, err := sysIO(trap, fd, b[off:], false)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
 			return err
+		}
+		if n == 0 && trap == unix.SYS_READ {
+			return errPeerClosed
 		}
 		off += n
 	}

@@ -29,36 +29,55 @@ func cnibenchBin(t *testing.T) string { return testns.Binary(t) }
 func serveIn(t *testing.T, ns, listen string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(cnibenchBin(t), "server", "--listen", listen)
+	startCommand(t, cmd, func(c *exec.Cmd) error { return netns.Start(ns, c) }, "")
+	return cmd
+}
+
+// startCommand starts cmd, a `cnibench server`, through start (cmd.Start, or
+// netns.Start for a namespace), kills it when the test ends, and returns
+// once the server says where it listens, with that address. Its later
+// stderr lines that contain watch are sent on the returned channel, which is
+// closed when the server exits.
+func startCommand(t *testing.T, cmd *exec.Cmd, start func(*exec.Cmd) error, watch string) (string, <-chan string) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := netns.Start(ns, cmd); err != nil {
+	if err := start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	ready := make(chan string, 1)
+	ready, lines := make(chan string, 1), make(chan string, 16)
 	go func() {
+		defer close(lines)
+		listening := false
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on") {
-				ready <- sc.Text()
+			if _, rest, ok := strings.Cut(sc.Text(), " listening on "); ok && !listening {
+				listening = true
+				ready <- strings.Fields(rest)[0]
+			} else if watch != "" && strings.Contains(sc.Text(), watch) {
+				lines <- sc.Text()
 			}
 		}
-		close(ready)
+		if !listening {
+			close(ready)
+		}
 	}()
 	select {
-	case _, ok := <-ready:
+	case addr, ok := <-ready:
 		if !ok {
 			t.Fatal("server exited before listening")
 		}
+		return addr, lines
 	case <-time.After(10 * time.Second):
 		t.Fatal("server did not start within 10s")
 	}
-	return cmd
+	return "", nil
 }
 
 // clientIn runs `cnibench client` in ns and returns stdout, stderr.
@@ -177,30 +196,30 @@ func TestPrivVethKilledClient(t *testing.T) {
 // nftIn loads an nftables ruleset into ns.
 func nftIn(t *testing.T, ns, rules string) {
 	t.Helper()
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	nft(t, ns, rules, "-f", "-")
+}
+
+// nft runs nft with args in ns, stdin as its input, and returns its
+// standard output; a failure fails t with what nft said.
+func nft(t *testing.T, ns, stdin string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("nft", args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := netns.Start(ns, cmd); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out.String())
+		t.Fatalf("nft %s: %v: %s%s", strings.Join(args, " "), err, out.String(), errb.String())
 	}
+	return out.Bytes()
 }
 
 // nftCounter reads the packets of the first counter in table inet name.
 func nftCounter(t *testing.T, ns, name string) int64 {
 	t.Helper()
-	cmd := exec.Command("nft", "-j", "list", "table", "inet", name)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := netns.Start(ns, cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	out := nft(t, ns, "", "-j", "list", "table", "inet", name)
 	var doc struct {
 		Nftables []struct {
 			Rule *struct {
@@ -208,7 +227,7 @@ func nftCounter(t *testing.T, ns, name string) int64 {
 			} `json:"rule"`
 		} `json:"nftables"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range doc.Nftables {
@@ -225,7 +244,7 @@ func nftCounter(t *testing.T, ns, name string) int64 {
 			}
 		}
 	}
-	t.Fatalf("no counter in %s", out.String())
+	t.Fatalf("no counter in %s", out)
 	return 0
 }
 

@@ -40,6 +40,8 @@ type fakeCluster struct {
 	// nil means "came up fine".
 	serverState func(*corev1.Pod)
 	clientState func(*corev1.Pod)
+	// probeState does the same for probe pods (node probe, wait-tcp, wait-idle).
+	probeState func(*corev1.Pod)
 	// logs answers Runner.Logs; nil returns a valid result set.
 	logs func(pod *corev1.Pod, container string) ([]byte, error)
 	// probe is what every node probe pod prints; the zero value is a
@@ -140,6 +142,9 @@ func (fc *fakeCluster) createPod(a k8stesting.Action) (bool, runtime.Object, err
 		}
 	case "probe":
 		pod.Status.Phase = corev1.PodSucceeded
+		if fc.probeState != nil {
+			fc.probeState(pod)
+		}
 	case "meter":
 		pod.Status.Phase = corev1.PodRunning
 	}
@@ -236,6 +241,9 @@ func (fc *fakeCluster) probeLog(pod *corev1.Pod) []byte {
 	args := pod.Spec.Containers[0].Args
 	if len(args) > 1 && args[1] == "wait-tcp" {
 		return []byte(args[2] + " accepted after 0.01s\n")
+	}
+	if len(args) > 1 && args[1] == "wait-idle" {
+		return []byte("93 % idle over 3s after 3.0s\n")
 	}
 	p := NodeProbe{KubeProxyMode: "iptables", Links: []string{"cni0:bridge", "eth0:veth", "lo:device"}, Agents: []string{"kube-proxy"}}
 	if fc.probe != nil {

@@ -31,6 +31,9 @@ type RunFlags struct {
 	Engine                     string
 	Profile                    bool
 	AgentCPU                   bool
+	// SettleIdle (percent, 0 = off): wait before measuring until each
+	// client node is at least this idle (see settle.go).
+	SettleIdle float64
 }
 
 // Options checks the flags — scenarios, tests, every size for every test
@@ -67,6 +70,8 @@ func (f RunFlags) Options() (Options, []int, error) {
 		return Options{}, nil, bad("--repeats must be at least 1")
 	case f.Services < 0 || f.Services > MaxServices:
 		return Options{}, nil, bad("--services %d: must be 0-%d", f.Services, MaxServices)
+	case f.SettleIdle != 0 && (f.SettleIdle < 1 || f.SettleIdle > 99):
+		return Options{}, nil, bad("--settle-idle %g: must be 1-99 (percent of the node's CPUs idle), or 0 for no wait", f.SettleIdle)
 	case f.Duration <= 0 || f.Warmup < 0:
 		return Options{}, nil, bad("--duration must be positive and --warmup not negative")
 	}
@@ -76,6 +81,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 	}
 	return Options{
 		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, Engines: engines, AgentCPU: f.AgentCPU,
+		SettleIdle: f.SettleIdle,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel,
 			Profile: f.Profile},

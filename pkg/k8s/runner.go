@@ -56,6 +56,10 @@ type Options struct {
 	// Services is how many filler Services (see FillerService) the
 	// measured Service sits behind; 0 = none.
 	Services int
+	// SettleIdle, in percent (0 = off): before the first measurement, wait
+	// until each client node's CPUs were this idle over SettleWindow (at
+	// most SettleTimeout; see settle.go).
+	SettleIdle float64
 	// OnProbed, if set, is called once the run has probed its nodes and
 	// completed plan.Cluster (kube-proxy mode, the running CNI), before
 	// any measurement, so the caller can store the final fingerprint.
@@ -389,6 +393,12 @@ func (r *Runner) Execute(ctx context.Context, plan *Plan, o Options, onSample fu
 			targets[targetKey(p.Scenario, e)] = targets[targetKey(own, e)]
 		}
 		fmt.Fprintf(o.Log, "%s: measures against the server of %s, target %s\n", p.Scenario, own, targets[targetKey(own, "")])
+	}
+
+	if o.SettleIdle > 0 {
+		if err := r.settle(ctx, po, o, clientNodes(runnable)); err != nil {
+			return err
+		}
 	}
 
 	failed, total := 0, 0

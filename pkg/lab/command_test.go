@@ -10,16 +10,9 @@ import (
 	"testing"
 )
 
-// isolateState points StateDir at a fresh directory for one test.
-func isolateState(t *testing.T) {
-	old := StateDir
-	StateDir = filepath.Join(t.TempDir(), "labs")
-	t.Cleanup(func() { StateDir = old })
-}
-
 // Bad input is ErrInvalid and found before anything is built (no state file).
 func TestUpCommandRefusesBadInput(t *testing.T) {
-	isolateState(t)
+	privateState(t)
 	for _, c := range []UpCommand{
 		{Topology: "flannel"},
 		{Topology: "veth", Sets: []string{"mtu"}},
@@ -37,9 +30,29 @@ func TestUpCommandRefusesBadInput(t *testing.T) {
 	}
 }
 
+// Up's refusals of its input match ErrInvalid (the CLI's exit 2) and keep
+// their message; they are found before anything is created.
+func TestUpInvalidInput(t *testing.T) {
+	s, err := Preset(TopoHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Services = 10 // the host topology has no path to a service
+	if _, err := Up(context.Background(), s, UpOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "knob services") {
+		t.Errorf("invalid spec: %v", err)
+	}
+	v, _ := Preset(TopoVeth)
+	if os.Geteuid() != 0 {
+		return // the name is checked after the root check
+	}
+	if _, err := Up(context.Background(), v, UpOptions{Name: "bad name/x"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab name") {
+		t.Errorf("bad name: %v", err)
+	}
+}
+
 // Like CNI DEL, removing a lab that is not there succeeds, with a note.
 func TestDownNamedMissingLab(t *testing.T) {
-	isolateState(t)
+	privateState(t)
 	var out, log bytes.Buffer
 	if err := DownNamed(context.Background(), "gone", &out, &log); err != nil || out.Len() > 0 ||
 		!strings.Contains(log.String(), "lab gone: not found, nothing to remove") {
@@ -48,7 +61,7 @@ func TestDownNamedMissingLab(t *testing.T) {
 }
 
 func TestExecInUnknownLab(t *testing.T) {
-	isolateState(t)
+	privateState(t)
 	err := ExecIn("gone", "client", []string{"true"})
 	if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrNoLab) {
 		t.Errorf("got %v, want ErrInvalid wrapping ErrNoLab", err)

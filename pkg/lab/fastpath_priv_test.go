@@ -1,12 +1,8 @@
 package lab
 
 import (
-	"bytes"
-	"context"
 	"math/rand/v2"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,41 +12,22 @@ import (
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // nodeCounters sums the packets the lab's nftables counters saw in ns
 // (the conntrack knob's stateful rules in the node's forward hook).
 func nodeCounters(t *testing.T, l *Lab, ns string) uint64 {
 	t.Helper()
-	f, err := os.Open(netns.Path(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tb := &nftables.Table{Name: nameOfTable(l.ID), Family: nftables.TableFamilyIPv4}
-	rules, err := c.GetRules(tb, &nftables.Chain{Name: "conntrack", Table: tb})
+	rules, err := nftIn(t, ns).GetRules(tb, &nftables.Chain{Name: "conntrack", Table: tb})
 	if err != nil {
 		t.Fatalf("nft rules in %s: %v", ns, err)
 	}
 	if len(rules) == 0 {
 		t.Fatalf("no conntrack rules in %s: the test would prove nothing", ns)
 	}
-	var n uint64
-	for _, r := range rules {
-		for _, e := range r.Exprs {
-			if ctr, ok := e.(*expr.Counter); ok {
-				n += ctr.Packets
-			}
-		}
-	}
-	return n
+	return countedPackets(rules)
 }
 
 // linkStats reads a link's counters in ns.
@@ -86,33 +63,17 @@ func TestPrivFastpath(t *testing.T) {
 			name = c.topo + "/ebpf"
 		}
 		t.Run(name, func(t *testing.T) {
-			s, _ := Preset(c.topo)
 			// On the bridge the conntrack knob filters in the server pod,
 			// not in the nodes: there the bypass shows on the veth alone.
 			l2 := c.topo == "bridge"
+			knobs := map[string]string{"conntrack": "on"}
 			if l2 {
-				if err := s.Set("nodes", "2"); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := s.Set("conntrack", "on"); err != nil {
-				t.Fatal(err)
+				knobs = map[string]string{"nodes": "2"}
 			}
 			if c.fast {
-				if err := s.Set("fastpath", "ebpf"); err != nil {
-					t.Fatal(err)
-				}
+				knobs["fastpath"] = "ebpf"
 			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, c.topo, knobs))
 			cl, _ := l.Endpoint("client")
 			srv, _ := l.Endpoint("server")
 			n1, _ := l.Endpoint("node1")
@@ -243,32 +204,15 @@ func TestPrivFastpathProxyCleanAfterSIGKILL(t *testing.T) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	before := fastpathPrograms(t)
-	name := "killed-fp-" + runid.New()
-	cmd := exec.Command(bin, "lab", "up", "native", "--name", name, "-q",
-		"--set", "fastpath=ebpf", "--set", "proxy=nftables", "--set", "services=3000", "--set", "policies=1000")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) && id == "" {
-		if l, err := Get(name); err == nil {
-			id = l.ID
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// Somewhere in the build: namespaces, rules, programs (about 1 s in all).
-	time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond)
-	_ = cmd.Process.Signal(unix.SIGKILL)
-	_ = cmd.Wait()
-	if id == "" {
-		t.Fatalf("lab up never wrote its state: %s", out.String())
-	}
-	if co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput(); err != nil {
-		t.Fatalf("lab clean: %v\n%s", err, co)
-	}
+	id, _ := killLabUp(t, bin, "killed-fp-"+runid.New(),
+		[]string{"native", "--set", "fastpath=ebpf", "--set", "proxy=nftables", "--set", "services=3000", "--set", "policies=1000"},
+		func(*Lab) bool {
+			// Once the state exists, somewhere in the build: namespaces,
+			// rules, programs (about 1 s in all).
+			time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond)
+			return true
+		})
+	labClean(t, bin, id)
 	assertClean(t, id)
 	// Programs go when their devices go; the kernel frees them shortly after.
 	var now int

@@ -17,7 +17,8 @@ import (
 )
 
 // privateState gives the test its own lab state and journal directory, so
-// its journals never meet those of labs other tests build at the same time.
+// its state files and journals never meet those of labs other tests
+// (privileged or not) build at the same time.
 func privateState(t *testing.T) {
 	t.Helper()
 	old := StateDir
@@ -60,34 +61,25 @@ func otherThan(raw string) string {
 	return "8388608"
 }
 
-// downOnCleanup takes the lab down when the test ends, on every path.
-func downOnCleanup(t *testing.T, l *Lab) {
-	t.Cleanup(func() {
-		if err := l.Down(context.Background()); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+// vethRmemMax prepares the tests of a host-wide setting: it gives the test
+// its own state, reads the host's rmem_max (before, exactly) and returns a
+// veth lab's spec that sets rmem_max to want, another value.
+func vethRmemMax(t *testing.T) (s *Spec, before, want string) {
+	t.Helper()
+	testns.HostWide(t)
+	testns.NeedRoot(t)
+	privateState(t)
+	before = rawSysctl(t, "net/core/rmem_max")
+	want = otherThan(before)
+	return presetWith(t, "veth", map[string]string{"rmem_max": want}), before, want
 }
 
 // rmem_max reaches the kernel; where it is host-wide (this kernel), the
 // change is in the lab's journal with the old text exactly as read, the
 // state file names the journal, and Down restores the same bytes.
 func TestPrivSocketBufferKnobJournaled(t *testing.T) {
-	testns.HostWide(t)
-	testns.NeedRoot(t)
-	privateState(t)
-	before := rawSysctl(t, "net/core/rmem_max")
-	want := otherThan(before)
-	s, _ := Preset("veth")
-	if err := s.Set("rmem_max", want); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	downOnCleanup(t, l)
+	s, before, want := vethRmemMax(t)
+	l := upLab(t, s)
 	srv, _ := l.Endpoint("server")
 	var got string
 	_ = netns.Do(srv.Netns, func() error { got = rawSysctl(t, "net/core/rmem_max"); return nil })
@@ -108,7 +100,7 @@ func TestPrivSocketBufferKnobJournaled(t *testing.T) {
 			t.Fatalf("journal holds %+v, want the host's rmem_max %q -> %s", held, before, want)
 		}
 	}
-	if err := l.Down(ctx); err != nil {
+	if err := l.Down(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if after := rawSysctl(t, "net/core/rmem_max"); after != before {
@@ -126,15 +118,7 @@ func TestPrivJournalHoldsEveryChange(t *testing.T) {
 	testns.HostWide(t)
 	testns.NeedRoot(t)
 	privateState(t)
-	s, _ := Preset("vxlan")
-	if err := s.Set("offloads", "off"); err != nil {
-		t.Fatal(err)
-	}
-	l, err := Up(context.Background(), s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	downOnCleanup(t, l)
+	l := upLab(t, presetWith(t, "vxlan", map[string]string{"offloads": "off"}))
 	held, err := l.Changes()
 	if err != nil {
 		t.Fatal(err)
@@ -159,18 +143,8 @@ func TestPrivJournalHoldsEveryChange(t *testing.T) {
 // Ctrl-C (ctx cancel) right as Up changes a host-wide setting: Up fails,
 // and the setting is back, byte for byte, with nothing left.
 func TestPrivUpCancelledAfterHostChange(t *testing.T) {
-	testns.HostWide(t)
-	testns.NeedRoot(t)
-	privateState(t)
-	before := rawSysctl(t, "net/core/rmem_max")
-	want := otherThan(before)
-	s, _ := Preset("veth")
-	if err := s.Set("rmem_max", want); err != nil {
-		t.Fatal(err)
-	}
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	s, before, want := vethRmemMax(t)
+	id := pinID(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var seen atomic.Bool
@@ -230,27 +204,14 @@ func TestPrivUpCancelledAfterHostChange(t *testing.T) {
 // (tune.ErrHeld) and leaves nothing, the first keeps its value, and its
 // Down restores the host exactly.
 func TestPrivHostSettingHeldByOneLab(t *testing.T) {
-	testns.HostWide(t)
-	testns.NeedRoot(t)
-	privateState(t)
+	a, before, want := vethRmemMax(t)
 	if !rmemMaxHostWide(t) {
 		t.Skip("rmem_max is per-namespace on this kernel: no host-wide setting to share")
 	}
-	before := rawSysctl(t, "net/core/rmem_max")
-	want := otherThan(before)
-	a, _ := Preset("veth")
-	_ = a.Set("rmem_max", want)
-	la, err := Up(context.Background(), a, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	downOnCleanup(t, la)
-	b, _ := Preset("veth")
+	la := upLab(t, a)
 	other, _ := strconv.Atoi(want)
-	_ = b.Set("rmem_max", strconv.Itoa(other*2))
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	b := presetWith(t, "veth", map[string]string{"rmem_max": strconv.Itoa(other * 2)})
+	id := pinID(t)
 	lb, err := Up(context.Background(), b, UpOptions{})
 	if err == nil {
 		downOnCleanup(t, lb)

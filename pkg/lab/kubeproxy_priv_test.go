@@ -1,16 +1,13 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/cnibench/cnibench/internal/testns"
-	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/google/nftables"
 )
 
@@ -27,23 +24,7 @@ func TestPrivProxy(t *testing.T) {
 					t.Skip("iptables-restore not installed (Debian package iptables)")
 				}
 			}
-			s, _ := Preset("native")
-			for k, v := range map[string]string{"proxy": mode, "services": "50", "endpoints": "2"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, "native", map[string]string{"proxy": mode, "services": "50", "endpoints": "2"}))
 			svc, err := l.Endpoint("service")
 			if err != nil {
 				t.Fatal(err)
@@ -65,29 +46,15 @@ func TestPrivProxy(t *testing.T) {
 			for _, ns := range []string{n1.Netns, mustNode(t, l, "node2")} {
 				switch mode {
 				case ProxyIPTables:
-					cmd := exec.Command("iptables-save")
-					var out bytes.Buffer
-					cmd.Stdout = &out
-					if err := netns.Start(ns, cmd); err != nil {
+					out, err := run(context.Background(), ns, nil, "iptables-save")
+					if err != nil {
 						t.Fatal(err)
 					}
-					if err := cmd.Wait(); err != nil {
-						t.Fatal(err)
-					}
-					if got, want := strings.Count(out.String(), "\n-A "), iptablesRuleCount(ports); got < want {
+					if got, want := strings.Count(out, "\n-A "), iptablesRuleCount(ports); got < want {
 						t.Errorf("%s: iptables-save lists %d rules, want at least %d", ns, got, want)
 					}
 				case ProxyNFTables:
-					f, err := os.Open(netns.Path(ns))
-					if err != nil {
-						t.Fatal(err)
-					}
-					c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-					if err != nil {
-						t.Fatal(err)
-					}
-					chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-					f.Close()
+					chains, err := nftIn(t, ns).ListChainsOfTableFamily(nftables.TableFamilyIPv4)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -21,7 +21,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // leftovers lists every host object of run id that still exists.
@@ -86,14 +85,22 @@ func assertClean(t *testing.T, id string) {
 	}
 }
 
-// echoTCP starts a TCP echo server on ip:port inside ns. The socket belongs
-// to ns for its life, so accepting and echoing need not stay in netns.Do.
+// socketIn opens a socket inside namespace ns; what names it in the
+// failure. The socket belongs to ns for its life, so using it need not
+// stay in netns.Do.
+func socketIn[S any](t *testing.T, ns, what string, open func() (S, error)) S {
+	t.Helper()
+	var sock S
+	if err := netns.Do(ns, func() (err error) { sock, err = open(); return }); err != nil {
+		t.Fatalf("%s in %s: %v", what, ns, err)
+	}
+	return sock
+}
+
+// echoTCP starts a TCP echo server on ip:port inside ns.
 func echoTCP(t *testing.T, ns, addr string) {
 	t.Helper()
-	var ln net.Listener
-	if err := netns.Do(ns, func() (err error) { ln, err = net.Listen("tcp4", addr); return }); err != nil {
-		t.Fatalf("listen %s in %s: %v", addr, ns, err)
-	}
+	ln := socketIn(t, ns, "tcp listen "+addr, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -106,12 +113,10 @@ func echoTCP(t *testing.T, ns, addr string) {
 	}()
 }
 
+// echoUDP starts a UDP echo server on ip:port inside ns.
 func echoUDP(t *testing.T, ns, addr string) {
 	t.Helper()
-	var pc net.PacketConn
-	if err := netns.Do(ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
-		t.Fatalf("listen udp %s in %s: %v", addr, ns, err)
-	}
+	pc := socketIn(t, ns, "udp listen "+addr, func() (net.PacketConn, error) { return net.ListenPacket("udp4", addr) })
 	t.Cleanup(func() { pc.Close() })
 	go func() {
 		buf := make([]byte, 65536)
@@ -128,10 +133,7 @@ func echoUDP(t *testing.T, ns, addr string) {
 // roundTrip sends size bytes over TCP from ns to addr and checks the echo.
 func roundTrip(t *testing.T, ns, addr string, size int) {
 	t.Helper()
-	var c net.Conn
-	if err := netns.Do(ns, func() (err error) { c, err = net.DialTimeout("tcp4", addr, 3*time.Second); return }); err != nil {
-		t.Fatalf("tcp dial %s from %s: %v", addr, ns, err)
-	}
+	c := socketIn(t, ns, "tcp dial "+addr, func() (net.Conn, error) { return net.DialTimeout("tcp4", addr, 3*time.Second) })
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	msg := bytes.Repeat([]byte("cnibench"), size/8)
@@ -148,10 +150,7 @@ func roundTrip(t *testing.T, ns, addr string, size int) {
 // udpRoundTrip sends datagrams from ns to addr until one echo returns.
 func udpRoundTrip(t *testing.T, ns, addr string) {
 	t.Helper()
-	var c net.Conn
-	if err := netns.Do(ns, func() (err error) { c, err = net.Dial("udp4", addr); return }); err != nil {
-		t.Fatalf("udp dial %s from %s: %v", addr, ns, err)
-	}
+	c := socketIn(t, ns, "udp dial "+addr, func() (net.Conn, error) { return net.Dial("udp4", addr) })
 	defer c.Close()
 	buf := make([]byte, 2000)
 	msg := bytes.Repeat([]byte("u"), 1000)
@@ -181,47 +180,21 @@ func TestPrivPresets(t *testing.T) {
 	testns.NeedRoot(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
-			if strings.HasPrefix(p, "ovs") {
-				needOVS(t)
-			}
-			s, err := Preset(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			quietPMD(t, s)
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if errors.Is(err, ErrNotSupported) {
-				t.Skipf("%v (TestMissingKernelFeature covers this)", err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := l.ID
-			defer func() {
-				if err := l.Down(ctx); err != nil {
+			l := upPreset(t, p)
+			// Cleanups run last first: this Down comes before the one of
+			// upPreset, which must then succeed too (Down is idempotent).
+			t.Cleanup(func() {
+				if err := l.Down(context.Background()); err != nil {
 					t.Error(err)
 				}
-				if err := l.Down(ctx); err != nil { // idempotent
-					t.Errorf("second down: %v", err)
-				}
-				assertClean(t, id)
-			}()
-			if got, err := Get(l.Name); err != nil || !got.Complete || got.ID != id {
+			})
+			if got, err := Get(l.Name); err != nil || !got.Complete || got.ID != l.ID {
 				t.Fatalf("state: %v %+v", err, got)
 			}
-			pairs := [][2]string{{"client", "server"}}
-			if _, err := l.Endpoint("node1"); err == nil {
-				pairs = append(pairs, [2]string{"node1", "node2"})
-			}
-			for i, pr := range pairs {
+			for i, pr := range endpointPairs(l) {
 				from, _ := l.Endpoint(pr[0])
 				to, _ := l.Endpoint(pr[1])
-				addr := net.JoinHostPort(to.IP, fmt.Sprint(17420+i))
-				echoTCP(t, to.Netns, addr)
-				echoUDP(t, to.Netns, addr)
-				roundTrip(t, from.Netns, addr, 256<<10)
-				udpRoundTrip(t, from.Netns, addr)
+				echoBoth(t, from.Netns, to.Netns, net.JoinHostPort(to.IP, fmt.Sprint(17420+i)), 256<<10)
 			}
 		})
 	}
@@ -237,24 +210,8 @@ func TestPrivKnobs(t *testing.T) {
 			if strings.HasPrefix(topo, "ovs") {
 				needOVS(t)
 			}
-			s, _ := Preset(topo)
-			for k, v := range map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
-				"offloads": "gro=off,tso=off", "mtu": "1400"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, topo, map[string]string{"conntrack": "on", "notrack": "10.244.9.0/24", "services": "20",
+				"offloads": "gro=off,tso=off", "mtu": "1400"}))
 			c, _ := l.Endpoint("client")
 			srv, _ := l.Endpoint("server")
 			echoTCP(t, srv.Netns, net.JoinHostPort(srv.IP, "17430"))
@@ -274,15 +231,7 @@ func TestPrivKnobs(t *testing.T) {
 			if n1, err := l.Endpoint("node1"); err == nil {
 				ruleNS = n1.Netns
 			}
-			f, err := os.Open(netns.Path(ruleNS))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := nftIn(t, ruleNS)
 			tb, err := conn.ListTableOfFamily(nameOfTable(l.ID), nftables.TableFamilyIPv4)
 			if err != nil {
 				t.Fatalf("nft table in %s: %v", ruleNS, err)
@@ -312,10 +261,8 @@ func TestPrivMissingKernelFeature(t *testing.T) {
 	tested := 0
 	for _, topo := range []string{"geneve", "ipip"} {
 		s, _ := Preset(topo)
-		id := runid.New()
-		newID = func() string { return id }
+		id := pinID(t)
 		l, err := Up(context.Background(), s, UpOptions{Name: "missing-" + id})
-		newID = runid.New
 		if err == nil {
 			t.Logf("%s is supported by this kernel; nothing to check", topo)
 			_ = l.Down(context.Background())
@@ -343,9 +290,7 @@ func TestPrivUpCancelled(t *testing.T) {
 	s, _ := Preset("bridge")
 	_ = s.Set("nodes", "2")
 	_ = s.Set("pods_per_node", "40")
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	id := pinID(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		// Cancel once some namespaces exist.
@@ -371,9 +316,7 @@ func TestPrivUpCancelled(t *testing.T) {
 func TestPrivBuildFailureUndoes(t *testing.T) {
 	testns.NeedRoot(t)
 	s, _ := Preset("native")
-	id := runid.New()
-	newID = func() string { return id }
-	defer func() { newID = runid.New }()
+	id := pinID(t)
 	// A namespace the lab wants already exists: Up must fail and remove
 	// only what it created, not the intruder.
 	intruder := runid.Name(id, "server")
@@ -410,40 +353,17 @@ func TestPrivCleanAfterSIGKILL(t *testing.T) {
 			// A different moment each run: after 1..100 of its 102 namespaces.
 			killAt := 1 + rand.IntN(100)
 			t.Logf("killing after %d namespaces", killAt)
-			cmd := exec.Command(bin, "lab", "up", topo, "--name", name, "-q")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var id string
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
-				if l, err := Get(name); err == nil {
-					id = l.ID
-					if when == "midway" {
-						if nss, _ := netns.List(runid.Prefix + id + "-"); len(nss) >= killAt {
-							break
-						}
-					} else if l.Complete {
-						break
-					}
+			id, out := killLabUp(t, bin, name, []string{topo}, func(l *Lab) bool {
+				if when == "midway" {
+					nss, _ := netns.List(runid.Prefix + l.ID + "-")
+					return len(nss) >= killAt
 				}
-				time.Sleep(time.Millisecond)
-			}
-			_ = cmd.Process.Signal(unix.SIGKILL)
-			_ = cmd.Wait()
-			if id == "" {
-				t.Fatalf("lab up never wrote its state: %s", out.String())
-			}
+				return l.Complete
+			})
 			if len(leftovers(t, id)) == 0 {
-				t.Fatalf("nothing existed at kill time; the test proves nothing (%s)", out.String())
+				t.Fatalf("nothing existed at kill time; the test proves nothing (%s)", out)
 			}
-			co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
-			if err != nil {
-				t.Fatalf("lab clean: %v\n%s", err, co)
-			}
-			if !strings.Contains(string(co), "removed") {
+			if co := labClean(t, bin, id); !strings.Contains(co, "removed") {
 				t.Errorf("clean output: %s", co)
 			}
 			assertClean(t, id)
@@ -463,30 +383,8 @@ func TestPrivPresetsEngineTraffic(t *testing.T) {
 	bin := testns.Binary(t)
 	for _, p := range Presets() {
 		t.Run(p, func(t *testing.T) {
-			if strings.HasPrefix(p, "ovs") {
-				needOVS(t)
-			}
-			s, _ := Preset(p)
-			quietPMD(t, s)
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if errors.Is(err, ErrNotSupported) {
-				t.Skip(err.Error())
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
-			pairs := [][2]string{{"client", "server"}}
-			if _, err := l.Endpoint("node1"); err == nil {
-				pairs = append(pairs, [2]string{"node1", "node2"})
-			}
-			for _, pr := range pairs {
+			l := upPreset(t, p)
+			for _, pr := range endpointPairs(l) {
 				from, _ := l.Endpoint(pr[0])
 				to, _ := l.Endpoint(pr[1])
 				srv := exec.Command(bin, "server", "--quiet", "--listen", net.JoinHostPort(to.IP, "7420"))
@@ -539,21 +437,9 @@ func TestPrivPresetsEngineTraffic(t *testing.T) {
 // because every address lives inside the lab's own namespaces.
 func TestPrivLabsCoexist(t *testing.T) {
 	testns.NeedRoot(t)
-	ctx := context.Background()
 	var labs []*Lab
 	for i := 0; i < 2; i++ {
-		s, _ := Preset("vxlan")
-		l, err := Up(ctx, s, UpOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		labs = append(labs, l)
-		defer func() {
-			if err := l.Down(ctx); err != nil {
-				t.Error(err)
-			}
-			assertClean(t, l.ID)
-		}()
+		labs = append(labs, upLab(t, presetWith(t, "vxlan", nil)))
 	}
 	for i, l := range labs {
 		c, _ := l.Endpoint("client")
@@ -578,21 +464,7 @@ func TestPrivOVSSockBuf(t *testing.T) {
 	}
 	privateState(t)
 	before := rawSysctl(t, "net/core/rmem_default")
-	s, _ := Preset("ovs-netdev")
-	if err := s.Set("ovs_sock_buf", "33554432"); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertClean(t, l.ID)
-	}()
+	l := upLab(t, presetWith(t, "ovs-netdev", map[string]string{"ovs_sock_buf": "33554432"}))
 	if now := rawSysctl(t, "net/core/rmem_default"); now != before {
 		t.Errorf("host rmem_default %q while the lab is up, want %q back", now, before)
 	}

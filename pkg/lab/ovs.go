@@ -38,16 +38,10 @@ func probeOVS(context.Context) error {
 	return nil
 }
 
+// pidAlive reports whether the process of pidfile runs.
 func pidAlive(pidfile string) bool {
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		return false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return procAlive(pid)
+	pid, err := readPID(pidfile)
+	return err == nil && procAlive(pid)
 }
 
 // procAlive reports whether pid runs. A zombie counts as gone: in some
@@ -316,19 +310,31 @@ func stopPrivOVS(dir string) error {
 	return errors.Join(errs...)
 }
 
+// procIDs lists the numeric entries of a /proc directory: the processes
+// of /proc, the threads of /proc/<pid>/task.
+func procIDs(dir string) ([]int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	for _, e := range ents {
+		if id, err := strconv.Atoi(e.Name()); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 // pidsMentioning lists live processes whose command line contains s.
 func pidsMentioning(s string) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
+	pids, _ := procIDs("/proc")
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+	for _, pid := range pids {
+		if pid == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err == nil && bytes.Contains(b, []byte(s)) && procAlive(pid) {
 			out = append(out, pid)
 		}

@@ -30,6 +30,16 @@ var ovsDPDKVswitchd = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 // dpdkInstall is what the one-line errors tell the user to run.
 const dpdkInstall = "apt-get install openvswitch-switch-dpdk"
 
+// dpdkPlugins are the DPDK drivers the lab's switch loads as plugins: the
+// af_packet PMD for its ports and the ring mempool every DPDK pool needs.
+// Debian only recommends them beside openvswitch-switch-dpdk, and without
+// them DPDK starts and then fails to attach the first port. A variable
+// (glob -> package) so the test of a missing driver can point it elsewhere.
+var dpdkPlugins = []struct{ glob, pkg string }{
+	{"/usr/lib/*/dpdk/pmds-*/librte_net_af_packet.so*", "librte-net-af-packet23"},
+	{"/usr/lib/*/dpdk/pmds-*/librte_mempool_ring.so*", "librte-mempool-ring23"},
+}
+
 // probeOVSDPDK checks, before anything is created, that the DPDK vswitchd
 // and the OVS tools are installed and that the asked PMD CPUs are online.
 func probeOVSDPDK(ctx context.Context, s *Spec) error {
@@ -39,6 +49,12 @@ func probeOVSDPDK(ctx context.Context, s *Spec) error {
 	if fi, err := os.Stat(ovsDPDKVswitchd); err != nil || fi.Mode()&0o111 == 0 {
 		return fmt.Errorf("ovs-dpdk: %w here: %s is not installed (install Debian package openvswitch-switch-dpdk: %s); nothing was created",
 			ErrNotSupported, ovsDPDKVswitchd, dpdkInstall)
+	}
+	for _, p := range dpdkPlugins {
+		if m, _ := filepath.Glob(p.glob); len(m) == 0 {
+			return fmt.Errorf("ovs-dpdk: %w here: DPDK's driver %s is not installed (install Debian package %s: apt-get install %s); nothing was created",
+				ErrNotSupported, filepath.Base(strings.TrimSuffix(p.glob, "*")), p.pkg, p.pkg)
+		}
 	}
 	if size, err := hugepageSizeKB(); err != nil || size != 2048 {
 		return fmt.Errorf("ovs-dpdk: %w here: the default hugepage size is not 2 MiB (%d kB, %v); nothing was created", ErrNotSupported, size, err)

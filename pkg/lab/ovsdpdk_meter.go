@@ -55,6 +55,7 @@ func (l *Lab) DatapathMeter() *DatapathMeter {
 	return nil
 }
 
+// readPID reads the process id a daemon wrote to its pid file p.
 func readPID(p string) (int, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -71,17 +72,14 @@ func readPID(p string) (int, error) {
 // PMD thread (OVS names them pmd-c<core>/id:<n>).
 func threadTimes(pid int) (total int64, pmd map[int]int64, err error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
+	tids, err := procIDs(dir)
 	if err != nil {
 		return 0, nil, err
 	}
 	pmd = map[int]int64{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "schedstat"))
+	for _, tid := range tids {
+		task := filepath.Join(dir, strconv.Itoa(tid))
+		b, err := os.ReadFile(filepath.Join(task, "schedstat"))
 		if err != nil {
 			continue // the thread ended between the listing and the read
 		}
@@ -94,7 +92,7 @@ func threadTimes(pid int) (total int64, pmd map[int]int64, err error) {
 			return 0, nil, fmt.Errorf("schedstat of thread %d: %q", tid, b)
 		}
 		total += ns
-		if comm, err := os.ReadFile(filepath.Join(dir, e.Name(), "comm")); err == nil && strings.HasPrefix(string(comm), "pmd") {
+		if comm, err := os.ReadFile(filepath.Join(task, "comm")); err == nil && strings.HasPrefix(string(comm), "pmd") {
 			pmd[tid] = ns
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/runid"
-	"golang.org/x/sys/unix"
 )
 
 // quietPMD lets an ovs-dpdk lab's PMD sleep when idle (pmd-maxsleep 500
@@ -93,24 +92,16 @@ func TestPrivOVSDPDK(t *testing.T) {
 		pmdCPU = max(pmdCPU, c)
 	}
 	before := hugepageState(t)
-	s, _ := Preset(TopoOVSDPDK)
-	for k, v := range map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200", "ring_frames": "1024"} {
-		if err := s.Set(k, v); err != nil {
-			t.Fatal(err)
+	// Cleanups run last first: this check follows the Down of upLab.
+	var id string
+	t.Cleanup(func() {
+		if id != "" {
+			assertDPDKReleased(t, id, before)
 		}
-	}
+	})
+	l := upLab(t, presetWith(t, TopoOVSDPDK, map[string]string{"pmd_cpus": strconv.Itoa(pmdCPU), "pmd_sleep": "200", "userspace_tso": "on", "hugepages": "200", "ring_frames": "1024"}))
+	id = l.ID
 	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := l.ID
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertDPDKReleased(t, id, before)
-	}()
 	if !l.ChangesHost() {
 		t.Error("an ovs-dpdk lab must count as changing the host (its PMD, its hugepages)")
 	}
@@ -162,20 +153,10 @@ func TestPrivOVSDPDK(t *testing.T) {
 		t.Errorf("ovs-vswitchd's packet ring mappings %v bytes, want two of %d (ring_frames=1024)", rings, 2*1024*2048)
 	}
 
-	m := l.DatapathMeter()
-	if m == nil {
-		t.Fatal("no datapath meter for a running ovs-dpdk lab")
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := startMeter(t, l, "no datapath meter for a running ovs-dpdk lab")
 	c, srv := l.Endpoints["client"], l.Endpoints["server"]
 	for i, pr := range [][2]Endpoint{{c, srv}, {srv, c}} {
-		addr := net.JoinHostPort(pr[1].IP, fmt.Sprint(17460+i))
-		echoTCP(t, pr[1].Netns, addr)
-		echoUDP(t, pr[1].Netns, addr)
-		roundTrip(t, pr[0].Netns, addr, 1<<20)
-		udpRoundTrip(t, pr[0].Netns, addr)
+		echoBoth(t, pr[0].Netns, pr[1].Netns, net.JoinHostPort(pr[1].IP, fmt.Sprint(17460+i)), 1<<20)
 	}
 	d, missing := m.Stop(ctx)
 	if len(missing) > 0 {
@@ -193,10 +174,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 	needOVSDPDK(t)
 	privateState(t)
 	before := hugepageState(t)
-	id := runid.New()
-	old := newID
-	newID = func() string { return id }
-	t.Cleanup(func() { newID = old })
+	id := pinID(t)
 	pidfile := filepath.Join(privOVSRoot, runid.Name(id, "node1"), "ovs-vswitchd.pid")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -229,57 +207,46 @@ func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
 	needOVSDPDK(t)
 	bin := testns.Binary(t)
 	before := hugepageState(t)
-	name := "killed-dpdk-" + runid.New()
-	cmd := exec.Command(bin, "lab", "up", "ovs-dpdk", "--name", name, "--set", "pmd_sleep=500", "-q")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if l, err := Get(name); err == nil {
-			id = l.ID
-			if l.Complete {
-				break
-			}
-		}
-	}
-	_ = cmd.Process.Signal(unix.SIGKILL)
-	_ = cmd.Wait()
-	if id == "" {
-		t.Fatalf("lab up never wrote its state: %s", out.String())
-	}
+	id, out := killLabUp(t, bin, "killed-dpdk-"+runid.New(), []string{"ovs-dpdk", "--set", "pmd_sleep=500"},
+		func(l *Lab) bool { return l.Complete })
 	dir := filepath.Join(privOVSRoot, runid.Name(id, "node1"))
 	if len(pidsMentioning(dir)) == 0 || hugepageState(t) == before {
-		t.Fatalf("no switch or hugepages at kill time; the test proves nothing (%s)", out.String())
+		t.Fatalf("no switch or hugepages at kill time; the test proves nothing (%s)", out)
 	}
-	co, err := exec.Command(bin, "lab", "clean", "--id", id).CombinedOutput()
-	if err != nil {
-		t.Fatalf("lab clean: %v\n%s", err, co)
-	}
+	labClean(t, bin, id)
 	assertDPDKReleased(t, id, before)
 }
 
-// TestPrivOVSDPDKMissing: without the DPDK vswitchd, `up` is one typed
-// line naming the package to install, and leaves nothing.
+// TestPrivOVSDPDKMissing: without the DPDK vswitchd, or without a DPDK
+// driver it loads as a plugin, `up` is one typed line naming the package
+// to install, and leaves nothing.
 func TestPrivOVSDPDKMissing(t *testing.T) {
 	testns.NeedRoot(t)
+	t.Run("vswitchd", func(t *testing.T) {
+		old := ovsDPDKVswitchd
+		ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
+		t.Cleanup(func() { ovsDPDKVswitchd = old })
+		ovsDPDKMissing(t, "openvswitch-switch-dpdk")
+	})
+	t.Run("af_packet driver", func(t *testing.T) {
+		old := dpdkPlugins
+		dpdkPlugins = append(slices.Clone(old[1:]), struct{ glob, pkg string }{filepath.Join(t.TempDir(), "librte_net_af_packet.so*"), "librte-net-af-packet23"})
+		t.Cleanup(func() { dpdkPlugins = old })
+		ovsDPDKMissing(t, "librte-net-af-packet23")
+	})
+}
+
+func ovsDPDKMissing(t *testing.T, pkg string) {
+	t.Helper()
 	privateState(t)
-	old := ovsDPDKVswitchd
-	ovsDPDKVswitchd = filepath.Join(t.TempDir(), "ovs-vswitchd-dpdk")
-	t.Cleanup(func() { ovsDPDKVswitchd = old })
-	id := runid.New()
-	oldID := newID
-	newID = func() string { return id }
-	t.Cleanup(func() { newID = oldID })
+	id := pinID(t)
 	s, _ := Preset(TopoOVSDPDK)
 	_, err := Up(context.Background(), s, UpOptions{})
 	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("want ErrNotSupported, got %v", err)
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "openvswitch-switch-dpdk") || !strings.Contains(msg, "nothing was created") {
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, pkg) || !strings.Contains(msg, "nothing was created") {
 		t.Errorf("want one line naming the package: %q", msg)
 	}
 	assertClean(t, id)
@@ -295,30 +262,13 @@ func TestPrivOVSNetdevMeter(t *testing.T) {
 	testns.NeedRoot(t)
 	needOVS(t)
 	privateState(t)
-	s, _ := Preset(TopoOVSNetdev)
-	ctx := context.Background()
-	l, err := Up(ctx, s, UpOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Down(ctx); err != nil {
-			t.Error(err)
-		}
-		assertClean(t, l.ID)
-	}()
-	m := l.DatapathMeter()
-	if m == nil {
-		t.Fatal("no datapath meter for ovs-netdev with the host's vswitchd running")
-	}
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := upLab(t, presetWith(t, TopoOVSNetdev, nil))
+	m := startMeter(t, l, "no datapath meter for ovs-netdev with the host's vswitchd running")
 	c, srv := l.Endpoints["client"], l.Endpoints["server"]
 	addr := net.JoinHostPort(srv.IP, "17470")
 	echoTCP(t, srv.Netns, addr)
 	roundTrip(t, c.Netns, addr, 4<<20)
-	d, missing := m.Stop(ctx)
+	d, missing := m.Stop(context.Background())
 	if d.Seconds == nil || *d.Seconds <= 0 {
 		t.Errorf("vswitchd switched 8 MiB in no CPU time: %+v", d)
 	}
@@ -331,11 +281,11 @@ func TestPrivOVSNetdevMeter(t *testing.T) {
 // the process in pidfile, from /proc/PID/maps.
 func packetRings(t *testing.T, pidfile string) []uint64 {
 	t.Helper()
-	b, err := os.ReadFile(pidfile)
+	pid, err := readPID(pidfile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/maps")
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,13 @@
 package lab
 
 import (
-	"context"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 )
 
 // TestPrivPolicies: with policies=N the client (the last allowed peer)
@@ -21,23 +18,7 @@ func TestPrivPolicies(t *testing.T) {
 	privateState(t)
 	for _, mode := range []string{PolicyLinear, PolicySet} {
 		t.Run(mode, func(t *testing.T) {
-			s, _ := Preset("native")
-			for k, v := range map[string]string{"policies": "300", "policy_mode": mode, "pods_per_node": "2"} {
-				if err := s.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			l, err := Up(ctx, s, UpOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Down(ctx); err != nil {
-					t.Error(err)
-				}
-				assertClean(t, l.ID)
-			}()
+			l := upLab(t, presetWith(t, "native", map[string]string{"policies": "300", "policy_mode": mode, "pods_per_node": "2"}))
 			srv, _ := l.Endpoint("server")
 			cl, _ := l.Endpoint("client")
 			other, err := l.Endpoint("pod1-1") // node1's second pod: not an allowed peer
@@ -58,29 +39,13 @@ func TestPrivPolicies(t *testing.T) {
 				t.Fatal("a pod outside the policy connected to the server")
 			}
 			n2, _ := l.Endpoint("node2")
-			f, err := os.Open(netns.Path(n2.Netns))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := nftIn(t, n2.Netns)
 			tb := &nftables.Table{Name: policyTable(l.ID), Family: nftables.TableFamilyIPv4}
 			rules, err := conn.GetRules(tb, &nftables.Chain{Name: "pod-ingress", Table: tb})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var dropped uint64
-			for _, r := range rules {
-				for _, e := range r.Exprs {
-					if ctr, ok := e.(*expr.Counter); ok {
-						dropped += ctr.Packets
-					}
-				}
-			}
-			if dropped == 0 {
+			if countedPackets(rules) == 0 {
 				t.Error("the denied connection did not hit the drop rule")
 			}
 			want := 300 + 2 // peers + established + drop

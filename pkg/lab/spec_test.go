@@ -1,8 +1,6 @@
 package lab
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +22,26 @@ func TestPresetUnknownListsPresets(t *testing.T) {
 	}
 }
 
+// refusedKnob is a knob value its preset must refuse, and what the
+// refusal must say.
+type refusedKnob struct{ topo, k, v, want string }
+
+// wantRefused sets each knob on a fresh preset and checks the refusal: one
+// line that names the knob and says want.
+func wantRefused(t *testing.T, cases []refusedKnob) {
+	t.Helper()
+	for _, c := range cases {
+		s, _ := Preset(c.topo)
+		err := s.Set(c.k, c.v)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
+			t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, c.v, c.want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, c.v, err)
+		}
+	}
+}
+
 func TestSetKnobs(t *testing.T) {
 	good := []struct{ topo, k, v string }{
 		{"vxlan", "mtu", "1400"}, {"vxlan", "underlay_mtu", "9000"}, {"veth", "offloads", "off"},
@@ -40,24 +58,14 @@ func TestSetKnobs(t *testing.T) {
 			t.Errorf("%s=%s not recorded in Knobs()", c.k, c.v)
 		}
 	}
-	bad := []struct{ topo, k, v, want string }{
+	wantRefused(t, []refusedKnob{
 		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
 		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
 		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
 		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..30000"},
 		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
 		{"veth", "pods_per_node", "3", "not for topology veth"},
-	}
-	for _, c := range bad {
-		s, _ := Preset(c.topo)
-		err := s.Set(c.k, c.v)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %s=%s: want error containing %q, got %v", c.topo, c.k, c.v, c.want, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), c.k) {
-			t.Errorf("error %q does not name knob %s", err, c.k)
-		}
-	}
+	})
 	s, _ := Preset("host")
 	s.Services = 3
 	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
@@ -176,25 +184,5 @@ func TestEndpointOrder(t *testing.T) {
 	got := strings.Join(l.EndpointNames(), " ")
 	if want := "client server node1 node2 pod1-2 pod1-10 pod2-1"; got != want {
 		t.Errorf("order %q, want %q", got, want)
-	}
-}
-
-// Up's refusals of its input match ErrInvalid (the CLI's exit 2) and keep
-// their message; they are found before anything is created.
-func TestUpInvalidInput(t *testing.T) {
-	s, err := Preset(TopoHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Services = 10 // the host topology has no path to a service
-	if _, err := Up(context.Background(), s, UpOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "knob services") {
-		t.Errorf("invalid spec: %v", err)
-	}
-	v, _ := Preset(TopoVeth)
-	if os.Geteuid() != 0 {
-		return // the name is checked after the root check
-	}
-	if _, err := Up(context.Background(), v, UpOptions{Name: "bad name/x"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab name") {
-		t.Errorf("bad name: %v", err)
 	}
 }

@@ -11,117 +11,77 @@ type Metric struct {
 	Get func(*Result) (float64, bool)
 }
 
-func deref(p *float64) (float64, bool) {
-	if p == nil {
-		return 0, false
+// Metrics known to reports, keyed by Name.
+var Metrics = byName(
+	Metric{Name: "one_way_mean_us", Unit: "us", Get: get(latency, func(l *Latency) *float64 { return l.OneWayNs.Mean }, 1e3)},
+	Metric{Name: "rtt_p50_us", Unit: "us", Get: get(latency, func(l *Latency) *float64 { return l.RTTNs.P50 }, 1e3)},
+	Metric{Name: "rtt_p99_us", Unit: "us", Get: get(latency, func(l *Latency) *float64 { return l.RTTNs.P99 }, 1e3)},
+	Metric{Name: "transactions_per_sec", Unit: "/s", HigherIsBetter: true, Get: get(transactions, func(t *Transactions) *float64 { return &t.PerSec }, 1)},
+	Metric{Name: "receiver_mbps", Unit: "Mb/s", HigherIsBetter: true, Get: get(throughput, func(t *Throughput) *float64 { return t.ReceiverBps }, 1e6)},
+	Metric{Name: "sender_mbps", Unit: "Mb/s", HigherIsBetter: true, Get: get(throughput, func(t *Throughput) *float64 { return t.SenderBps }, 1e6)},
+	Metric{Name: "receiver_kpps", Unit: "kpps", HigherIsBetter: true, Get: get(throughput, func(t *Throughput) *float64 { return t.ReceiverPps }, 1e3)},
+	Metric{Name: "udp_loss_pct", Unit: "%", Get: get(udp, func(u *UDP) *float64 { return &u.LossPct }, 1)},
+	Metric{Name: "client_cpu_pct", Unit: "%", Get: get(clientCPU, func(c *CPUSide) *float64 { return c.ProcessPct }, 1)},
+	Metric{Name: "client_cpu_us_per_txn", Unit: "CPU-us/txn", Get: get(clientCPU, func(c *CPUSide) *float64 { return c.UsPerTransaction }, 1)},
+	Metric{Name: "server_cpu_pct", Unit: "%", Get: get(serverCPU, func(c *CPUSide) *float64 { return c.ProcessPct }, 1)},
+	Metric{Name: "server_cpu_s_per_gb", Unit: "CPU-s/GB", Get: get(serverCPU, func(c *CPUSide) *float64 { return c.SecondsPerGB }, 1)},
+	Metric{Name: "datapath_cpu_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.Pct }, 1)},
+	Metric{Name: "datapath_cpu_us_per_txn", Unit: "CPU-us/txn", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.UsPerTransaction }, 1)},
+	Metric{Name: "datapath_cpu_s_per_gb", Unit: "CPU-s/GB", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.SecondsPerGB }, 1)},
+	Metric{Name: "pmd_busy_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.PMDBusyPct }, 1)},
+)
+
+func byName(ms ...Metric) map[string]Metric {
+	out := make(map[string]Metric, len(ms))
+	for _, m := range ms {
+		out[m.Name] = m
 	}
-	return *p, true
+	return out
 }
 
-// Metrics known to reports, keyed by Name.
-var Metrics = map[string]Metric{
-	"one_way_mean_us": {Name: "one_way_mean_us", Unit: "us", Get: func(r *Result) (float64, bool) {
-		if r.Latency == nil {
+// get builds a Metric.Get: the figure field finds in the result's section
+// (which section returns, nil when the result has none), divided by div.
+// A missing section or a null figure is no value.
+func get[S any](section func(*Result) *S, field func(*S) *float64, div float64) func(*Result) (float64, bool) {
+	return func(r *Result) (float64, bool) {
+		s := section(r)
+		if s == nil {
 			return 0, false
 		}
-		v, ok := deref(r.Latency.OneWayNs.Mean)
-		return v / 1e3, ok
-	}},
-	"rtt_p50_us": {Name: "rtt_p50_us", Unit: "us", Get: func(r *Result) (float64, bool) {
-		if r.Latency == nil {
+		p := field(s)
+		if p == nil {
 			return 0, false
 		}
-		v, ok := deref(r.Latency.RTTNs.P50)
-		return v / 1e3, ok
-	}},
-	"rtt_p99_us": {Name: "rtt_p99_us", Unit: "us", Get: func(r *Result) (float64, bool) {
-		if r.Latency == nil {
-			return 0, false
-		}
-		v, ok := deref(r.Latency.RTTNs.P99)
-		return v / 1e3, ok
-	}},
-	"transactions_per_sec": {Name: "transactions_per_sec", Unit: "/s", HigherIsBetter: true, Get: func(r *Result) (float64, bool) {
-		if r.Transactions == nil {
-			return 0, false
-		}
-		return r.Transactions.PerSec, true
-	}},
-	"receiver_mbps": {Name: "receiver_mbps", Unit: "Mb/s", HigherIsBetter: true, Get: func(r *Result) (float64, bool) {
-		if r.Throughput == nil {
-			return 0, false
-		}
-		v, ok := deref(r.Throughput.ReceiverBps)
-		return v / 1e6, ok
-	}},
-	"sender_mbps": {Name: "sender_mbps", Unit: "Mb/s", HigherIsBetter: true, Get: func(r *Result) (float64, bool) {
-		if r.Throughput == nil {
-			return 0, false
-		}
-		v, ok := deref(r.Throughput.SenderBps)
-		return v / 1e6, ok
-	}},
-	"receiver_kpps": {Name: "receiver_kpps", Unit: "kpps", HigherIsBetter: true, Get: func(r *Result) (float64, bool) {
-		if r.Throughput == nil {
-			return 0, false
-		}
-		v, ok := deref(r.Throughput.ReceiverPps)
-		return v / 1e3, ok
-	}},
-	"udp_loss_pct": {Name: "udp_loss_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
-		if r.UDP == nil {
-			return 0, false
-		}
-		return r.UDP.LossPct, true
-	}},
-	"client_cpu_pct": {Name: "client_cpu_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Client == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Client.ProcessPct)
-	}},
-	"server_cpu_pct": {Name: "server_cpu_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Server == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Server.ProcessPct)
-	}},
-	"server_cpu_s_per_gb": {Name: "server_cpu_s_per_gb", Unit: "CPU-s/GB", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Server == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Server.SecondsPerGB)
-	}},
-	"datapath_cpu_pct": {Name: "datapath_cpu_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Datapath == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Datapath.Pct)
-	}},
-	"datapath_cpu_us_per_txn": {Name: "datapath_cpu_us_per_txn", Unit: "CPU-us/txn", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Datapath == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Datapath.UsPerTransaction)
-	}},
-	"datapath_cpu_s_per_gb": {Name: "datapath_cpu_s_per_gb", Unit: "CPU-s/GB", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Datapath == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Datapath.SecondsPerGB)
-	}},
-	"pmd_busy_pct": {Name: "pmd_busy_pct", Unit: "%", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Datapath == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Datapath.PMDBusyPct)
-	}},
-	"client_cpu_us_per_txn": {Name: "client_cpu_us_per_txn", Unit: "CPU-us/txn", Get: func(r *Result) (float64, bool) {
-		if r.CPU == nil || r.CPU.Client == nil {
-			return 0, false
-		}
-		return deref(r.CPU.Client.UsPerTransaction)
-	}},
+		return *p / div, true
+	}
+}
+
+// The sections of a Result that metrics read, for get.
+
+func latency(r *Result) *Latency           { return r.Latency }
+func throughput(r *Result) *Throughput     { return r.Throughput }
+func transactions(r *Result) *Transactions { return r.Transactions }
+func udp(r *Result) *UDP                   { return r.UDP }
+
+func clientCPU(r *Result) *CPUSide {
+	if r.CPU == nil {
+		return nil
+	}
+	return r.CPU.Client
+}
+
+func serverCPU(r *Result) *CPUSide {
+	if r.CPU == nil {
+		return nil
+	}
+	return r.CPU.Server
+}
+
+func datapathCPU(r *Result) *DatapathCPU {
+	if r.CPU == nil {
+		return nil
+	}
+	return r.CPU.Datapath
 }
 
 // PrimaryMetric is the figure the source documents' tables show for a test:

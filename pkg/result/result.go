@@ -109,6 +109,19 @@ type Dist struct {
 	Max    *float64 `json:"max"`
 }
 
+// Halved returns d with every value divided by two: the one-way convention
+// (RTT/2) that qperf and sockperf print, for Latency.OneWayNs.
+func (d Dist) Halved() Dist {
+	h := func(p *float64) *float64 {
+		if p == nil {
+			return nil
+		}
+		return F(*p / 2)
+	}
+	return Dist{Count: d.Count, Min: h(d.Min), Mean: h(d.Mean), Stddev: h(d.Stddev),
+		P50: h(d.P50), P90: h(d.P90), P99: h(d.P99), P999: h(d.P999), Max: h(d.Max)}
+}
+
 // CDFPoint is one point of a cumulative distribution.
 type CDFPoint struct {
 	Percentile float64 `json:"percentile"`

@@ -69,38 +69,28 @@ func RegIncBeta(a, b, x float64) float64 {
 
 func betaCF(a, b, x float64) float64 {
 	const tiny = 1e-300
-	c, d := 1.0, 1-(a+b)*x/(a+1)
-	if math.Abs(d) < tiny {
-		d = tiny
+	// Lentz's method divides by d and c; a term that cancels to zero is
+	// replaced by tiny so the recurrence can go on.
+	nonzero := func(v float64) float64 {
+		if math.Abs(v) < tiny {
+			return tiny
+		}
+		return v
 	}
-	d = 1 / d
+	c, d := 1.0, 1/nonzero(1-(a+b)*x/(a+1))
 	h := d
+	// step folds the next partial numerator into d and c and returns the
+	// factor by which it changes the fraction.
+	step := func(num float64) float64 {
+		d = 1 / nonzero(1+num*d)
+		c = nonzero(1 + num/c)
+		return d * c
+	}
 	for m := 1; m <= 1000; m++ {
 		fm := float64(m)
-		// Even step.
-		num := fm * (b - fm) * x / ((a + 2*fm - 1) * (a + 2*fm))
-		d = 1 + num*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + num/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		// Odd step.
-		num = -(a + fm) * (a + b + fm) * x / ((a + 2*fm) * (a + 2*fm + 1))
-		d = 1 + num*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + num/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		// The even term, then the odd one; the odd one's factor decides convergence.
+		h *= step(fm * (b - fm) * x / ((a + 2*fm - 1) * (a + 2*fm)))
+		del := step(-(a + fm) * (a + b + fm) * x / ((a + 2*fm) * (a + 2*fm + 1)))
 		h *= del
 		if math.Abs(del-1) < 1e-15 {
 			break

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,28 +15,13 @@ import (
 // trailing newline the kernel prints.
 func fixtureProc(t *testing.T) (*Env, string) {
 	t.Helper()
-	root := t.TempDir()
-	for name, v := range map[string]string{
-		"sys/net/core/rmem_max":     "212992\n",
-		"sys/net/core/wmem_max":     "212992\n",
-		"sys/net/core/rmem_default": "212992\n",
-		"sys/net/ipv4/tcp_rmem":     "4096\t131072\t6291456\n",
-	} {
-		p := filepath.Join(root, "proc", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hp := filepath.Join(root, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
-	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hp, []byte("0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root := fixture.Tree(t, map[string]string{
+		"proc/sys/net/core/rmem_max":                            "212992\n",
+		"proc/sys/net/core/wmem_max":                            "212992\n",
+		"proc/sys/net/core/rmem_default":                        "212992\n",
+		"proc/sys/net/ipv4/tcp_rmem":                            "4096\t131072\t6291456\n",
+		"sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages": "0\n",
+	})
 	return &Env{ProcRoot: filepath.Join(root, "proc"), SysRoot: filepath.Join(root, "sys"), DevRoot: filepath.Join(root, "dev")}, root
 }
 
@@ -48,31 +34,58 @@ func readFixture(t *testing.T, root, rel string) string {
 	return string(b)
 }
 
+// wantFixture fails the test unless the fixture file rel holds exactly want.
+func wantFixture(t *testing.T, root, rel, want string) {
+	t.Helper()
+	if got := readFixture(t, root, rel); got != want {
+		t.Errorf("%s = %q, want %q", rel, got, want)
+	}
+}
+
+// openJournal opens a journal that is closed when the test ends.
+func openJournal(t *testing.T, o JournalOptions) *Journal {
+	t.Helper()
+	j, err := NewJournal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// setSysctl changes a host sysctl through j and stops the test if it fails.
+func setSysctl(t *testing.T, j *Journal, name, value string) {
+	t.Helper()
+	if err := j.SetSysctl("", name, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantRollback rolls back the journal at path and stops the test unless it
+// restored exactly n changes.
+func wantRollback(t *testing.T, e *Env, path string, n int) {
+	t.Helper()
+	if got, err := Rollback(e, path); err != nil || got != n {
+		t.Fatalf("rollback %s: %d changes restored, want %d (%v)", filepath.Base(path), got, n, err)
+	}
+}
+
 // A host sysctl and a sysfs value changed through a Journal: the old text is
 // journaled exactly as read, an equal value is not journaled, and Rollback
 // writes back the same bytes.
 func TestJournalSysctlSysfsRollbackExact(t *testing.T) {
 	e, root := fixtureProc(t)
 	dir := t.TempDir()
-	j, err := NewJournal(JournalOptions{Dir: dir, ID: "ab12", Scope: "lab:x", Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, JournalOptions{Dir: dir, ID: "ab12", Scope: "lab:x", Env: e})
 	if !strings.HasSuffix(j.Path(), "-ab12.jsonl") {
 		t.Errorf("journal %s is not named for its id", j.Path())
 	}
-	if err := j.SetSysctl("", "net.core.rmem_max", "16777216"); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.SetSysctl("", "net.ipv4.tcp_rmem", "4096 131072 6291456"); err != nil {
-		t.Fatal(err) // equal but for whitespace: nothing to change
-	}
+	setSysctl(t, j, "net.core.rmem_max", "16777216")
+	setSysctl(t, j, "net.ipv4.tcp_rmem", "4096 131072 6291456") // equal but for whitespace: nothing to change
 	if err := j.SetSysfs("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "64"); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_max"); got != "16777216" {
-		t.Errorf("rmem_max = %q", got)
-	}
+	wantFixture(t, root, "proc/sys/net/core/rmem_max", "16777216")
 	es, err := ReadJournal(j.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -97,15 +110,9 @@ func TestJournalSysctlSysfsRollbackExact(t *testing.T) {
 		t.Errorf("journals: %+v", js)
 	}
 	j.Close()
-	if n, err := Rollback(e, j.Path()); err != nil || n != 2 {
-		t.Fatalf("rollback: %d %v", n, err)
-	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_max"); got != "212992\n" {
-		t.Errorf("rmem_max = %q after rollback, want the bytes read", got)
-	}
-	if got := readFixture(t, root, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"); got != "0\n" {
-		t.Errorf("nr_hugepages = %q after rollback", got)
-	}
+	wantRollback(t, e, j.Path(), 2)
+	wantFixture(t, root, "proc/sys/net/core/rmem_max", "212992\n") // the bytes read
+	wantFixture(t, root, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "0\n")
 	if _, err := Rollback(e, j.Path()); !errors.Is(err, ErrRolledBack) {
 		t.Errorf("second rollback: %v", err)
 	}
@@ -118,27 +125,17 @@ func TestJournalSysctlSysfsRollbackExact(t *testing.T) {
 // Rollback restores only the rest.
 func TestJournalUndo(t *testing.T) {
 	e, root := fixtureProc(t)
-	j, err := NewJournal(JournalOptions{Dir: t.TempDir(), Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	if err := j.SetSysctl("", "net.core.rmem_max", "4194304"); err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, JournalOptions{Dir: t.TempDir(), Env: e})
+	setSysctl(t, j, "net.core.rmem_max", "4194304")
 	mark := j.Seq()
 	for _, k := range []string{"net.core.rmem_default", "net.core.wmem_max"} {
-		if err := j.SetSysctl("", k, "33554432"); err != nil {
-			t.Fatal(err)
-		}
+		setSysctl(t, j, k, "33554432")
 	}
 	if err := j.Undo(mark); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"rmem_default", "wmem_max"} {
-		if got := readFixture(t, root, "proc/sys/net/core/"+f); got != "212992\n" {
-			t.Errorf("%s = %q after Undo", f, got)
-		}
+		wantFixture(t, root, "proc/sys/net/core/"+f, "212992\n")
 	}
 	held, err := HeldChanges(j.Path())
 	if err != nil || len(held) != 1 || held[0].Target != "net.core.rmem_max" {
@@ -148,45 +145,25 @@ func TestJournalUndo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "proc/sys/net/core/rmem_default"), []byte("425984"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := Rollback(e, j.Path()); err != nil || n != 1 {
-		t.Fatalf("rollback: %d %v", n, err)
-	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_max"); got != "212992\n" {
-		t.Errorf("rmem_max = %q after rollback", got)
-	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_default"); got != "425984" {
-		t.Errorf("rollback rewrote an undone change: rmem_default = %q", got)
-	}
+	wantRollback(t, e, j.Path(), 1)
+	wantFixture(t, root, "proc/sys/net/core/rmem_max", "212992\n")
+	wantFixture(t, root, "proc/sys/net/core/rmem_default", "425984") // not an undone change rewritten
 }
 
 // A change made after a rollback (an owner still at work when `lab clean`
 // ran) is held again, and the next rollback restores it.
 func TestJournalChangeAfterRollback(t *testing.T) {
 	e, root := fixtureProc(t)
-	j, err := NewJournal(JournalOptions{Dir: t.TempDir(), Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	if err := j.SetSysctl("", "net.core.rmem_max", "4194304"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Rollback(e, j.Path()); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.SetSysctl("", "net.core.wmem_max", "4194304"); err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, JournalOptions{Dir: t.TempDir(), Env: e})
+	setSysctl(t, j, "net.core.rmem_max", "4194304")
+	wantRollback(t, e, j.Path(), 1)
+	setSysctl(t, j, "net.core.wmem_max", "4194304")
 	held, _ := HeldChanges(j.Path())
 	if len(held) != 1 || held[0].Target != "net.core.wmem_max" {
 		t.Fatalf("held: %+v", held)
 	}
-	if n, err := Rollback(e, j.Path()); err != nil || n != 1 {
-		t.Fatalf("second rollback: %d %v", n, err)
-	}
-	if got := readFixture(t, root, "proc/sys/net/core/wmem_max"); got != "212992\n" {
-		t.Errorf("wmem_max = %q", got)
-	}
+	wantRollback(t, e, j.Path(), 1)
+	wantFixture(t, root, "proc/sys/net/core/wmem_max", "212992\n")
 }
 
 // Two journals of one directory cannot hold one host-wide setting: the
@@ -195,32 +172,18 @@ func TestJournalChangeAfterRollback(t *testing.T) {
 func TestJournalHostSettingHeldOnce(t *testing.T) {
 	e, root := fixtureProc(t)
 	dir := t.TempDir()
-	a, err := NewJournal(JournalOptions{Dir: dir, ID: "aaaa", Scope: "lab:a", Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := NewJournal(JournalOptions{Dir: dir, ID: "bbbb", Scope: "lab:b", Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := a.SetSysctl("", "net.core.rmem_max", "4194304"); err != nil {
-		t.Fatal(err)
-	}
-	err = b.SetSysctl("", "net.core.rmem_max", "8388608")
+	a := openJournal(t, JournalOptions{Dir: dir, ID: "aaaa", Scope: "lab:a", Env: e})
+	b := openJournal(t, JournalOptions{Dir: dir, ID: "bbbb", Scope: "lab:b", Env: e})
+	setSysctl(t, a, "net.core.rmem_max", "4194304")
+	err := b.SetSysctl("", "net.core.rmem_max", "8388608")
 	if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "lab:a") {
 		t.Fatalf("second owner: %v", err)
 	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_max"); got != "4194304" {
-		t.Errorf("refused change was written: %q", got)
-	}
+	wantFixture(t, root, "proc/sys/net/core/rmem_max", "4194304") // the refused change not written
 	if err := b.SetSysctl("", "net.core.wmem_max", "8388608"); err != nil {
 		t.Errorf("another setting: %v", err)
 	}
-	if _, err := Rollback(e, a.Path()); err != nil {
-		t.Fatal(err)
-	}
+	wantRollback(t, e, a.Path(), 1)
 	if err := b.SetSysctl("", "net.core.rmem_max", "8388608"); err != nil {
 		t.Errorf("after the first owner's rollback: %v", err)
 	}
@@ -241,12 +204,8 @@ func TestJournalKilledBeforeWrite(t *testing.T) {
 	if len(js) != 1 || js[0].Unfinished != 1 || js[0].Held != 1 {
 		t.Fatalf("journals: %+v", js)
 	}
-	if n, err := Rollback(e, p); err != nil || n != 1 {
-		t.Fatalf("rollback: %d %v", n, err)
-	}
-	if got := readFixture(t, root, "proc/sys/net/core/rmem_max"); got != "212992\n" {
-		t.Errorf("rmem_max = %q", got)
-	}
+	wantRollback(t, e, p, 1)
+	wantFixture(t, root, "proc/sys/net/core/rmem_max", "212992\n")
 }
 
 // journalCheckNIC fails the test if a feature is set before the journal on
@@ -275,12 +234,7 @@ func TestJournalOffloadsFixture(t *testing.T) {
 	}}
 	var j *Journal
 	e := &Env{NIC: journalCheckNIC{fakeNIC: nic, t: t, path: func() string { return j.Path() }}}
-	var err error
-	j, err = NewJournal(JournalOptions{Dir: t.TempDir(), Env: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
+	j = openJournal(t, JournalOptions{Dir: t.TempDir(), Env: e})
 	fixed, err := j.SetOffloads("", "veth0", map[string]bool{"gro": false, "gso": false, "tso": false})
 	if err != nil || strings.Join(fixed, ",") != "tso" {
 		t.Fatalf("SetOffloads: fixed %v, %v", fixed, err)
@@ -292,9 +246,7 @@ func TestJournalOffloadsFixture(t *testing.T) {
 	if len(held) != 1 || held[0].Old != "rx-gro=on rx-lro=off tx-generic-segmentation=on" || held[0].New != "rx-gro=off tx-generic-segmentation=off" {
 		t.Fatalf("journaled: %+v", held)
 	}
-	if n, err := Rollback(e, j.Path()); err != nil || n != 1 {
-		t.Fatalf("rollback: %d %v", n, err)
-	}
+	wantRollback(t, e, j.Path(), 1)
 	if !nic.features["veth0"]["rx-gro"].Active || !nic.features["veth0"]["tx-generic-segmentation"].Active {
 		t.Errorf("features not restored: %+v", nic.features["veth0"])
 	}
@@ -304,9 +256,7 @@ func TestJournalOffloadsFixture(t *testing.T) {
 	}
 	delete(nic.features, "veth0")
 	nic.featErr = unix.ENODEV
-	if n, err := Rollback(e, j.Path()); err != nil || n != 1 {
-		t.Errorf("rollback with the interface gone: %d %v", n, err)
-	}
+	wantRollback(t, e, j.Path(), 1) // with the interface gone
 }
 
 func TestSysctlNames(t *testing.T) {

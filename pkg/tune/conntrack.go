@@ -40,6 +40,16 @@ func conntrackMissing(e *Env, err error) error {
 	return err
 }
 
+// conntrackMax reads nf_conntrack_max, the table size both conntrack knobs
+// measure against.
+func conntrackMax(e *Env) (int64, error) {
+	n, err := readInt(e.proc("sys/net/netfilter/nf_conntrack_max"))
+	if err != nil {
+		return 0, conntrackMissing(e, err)
+	}
+	return n, nil
+}
+
 func conntrackUseKnob() *Knob {
 	src := "kernel nf_conntrack-sysctl.rst: a full table drops new flows (\"nf_conntrack: table full\")"
 	return &Knob{
@@ -50,9 +60,9 @@ func conntrackUseKnob() *Knob {
 		Recs:   both(ctFull, src, src),
 		Source: src,
 		Read: func(e *Env) ([]Current, error) {
-			max, err := readInt(e.proc("sys/net/netfilter/nf_conntrack_max"))
+			max, err := conntrackMax(e)
 			if err != nil {
-				return nil, conntrackMissing(e, err)
+				return nil, err
 			}
 			count, err := readInt(e.proc("sys/net/netfilter/nf_conntrack_count"))
 			if err != nil {
@@ -86,9 +96,9 @@ func conntrackHashKnob() *Knob {
 			if err != nil {
 				return nil, conntrackMissing(e, err)
 			}
-			max, err := readInt(e.proc("sys/net/netfilter/nf_conntrack_max"))
+			max, err := conntrackMax(e)
 			if err != nil {
-				return nil, conntrackMissing(e, err)
+				return nil, err
 			}
 			if hs <= 0 {
 				return nil, fmt.Errorf("hashsize is %d", hs)

@@ -78,34 +78,12 @@ type noLinks struct{ links []LinkInfo }
 func (n noLinks) Links(string) ([]LinkInfo, error) { return n.links, nil }
 
 // copyTree copies a fixture into a temporary directory so apply can write
-// to it; symlinks are copied as symlinks.
+// to it; symlinks are copied as symlinks (os.DirFS reads links, and CopyFS
+// recreates them).
 func copyTree(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, out)
-		case d.IsDir():
-			return os.MkdirAll(out, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, b, 0o644)
-		}
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 	return dst

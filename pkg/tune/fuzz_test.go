@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cnibench/cnibench/internal/fixture"
 )
 
 // FuzzReadJournal: a journal torn, duplicated, reordered or garbled by a
@@ -21,10 +23,7 @@ func FuzzReadJournal(f *testing.F) {
 	f.Add([]byte(begin + "\n" + change[:40]))
 	f.Add([]byte(begin + "\n{\n" + change + "\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		p := filepath.Join(t.TempDir(), "j.jsonl")
-		if err := os.WriteFile(p, in, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p := fixture.File(t, "j.jsonl", string(in))
 		es, err := ReadJournal(p)
 		if err != nil {
 			return
@@ -56,13 +55,9 @@ func FuzzReadJournal(f *testing.F) {
 // (found by the chaos test: tune apply SIGKILLed right after creating it)
 // holds no change: rollback has nothing to undo and must not fail.
 func TestRollbackJournalKilledBeforeBegin(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{"a.jsonl": "", "b.jsonl": `{"type":"beg`} {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := Rollback(&Env{ProcRoot: dir}, p); err != nil || n != 0 {
+	dir := fixture.Tree(t, map[string]string{"a.jsonl": "", "b.jsonl": `{"type":"beg`})
+	for _, name := range []string{"a.jsonl", "b.jsonl"} {
+		if n, err := Rollback(&Env{ProcRoot: dir}, filepath.Join(dir, name)); err != nil || n != 0 {
 			t.Errorf("%s: restored %d, %v", name, n, err)
 		}
 	}

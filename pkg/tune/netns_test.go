@@ -2,32 +2,20 @@ package tune
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
-	"github.com/cnibench/cnibench/pkg/runid"
 	"golang.org/x/sys/unix"
 )
 
 // Privileged tests: they create a fresh network namespace and change the
 // per-namespace sysctls inside it only, never the host's.
-
-func newNetns(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (CI runs as root)")
-	}
-	name := runid.Name(runid.New(), "tune")
-	if err := netns.Create(name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Delete(name) })
-	return name
-}
 
 // netnsKnobs are the writable per-namespace sysctls.
 func netnsKnobs(t *testing.T) []*Knob {
@@ -80,7 +68,7 @@ func rawValues(t *testing.T, e *Env, ks []*Knob) map[string]string {
 }
 
 func TestPrivNetnsApplyRollbackExact(t *testing.T) {
-	ns := newNetns(t)
+	ns := testns.NewNetns(t, "tune")
 	host := DefaultEnv()
 	e := host.WithNetns(ns)
 	ks := netnsKnobs(t)
@@ -113,7 +101,7 @@ func TestPrivNetnsApplyRollbackExact(t *testing.T) {
 	if norm(during["net.ipv4.tcp_wmem"]) != "4096 16384 16777216" || norm(during["net.ipv4.tcp_fastopen"]) != "3" {
 		t.Errorf("not applied in the namespace: tcp_wmem=%q tcp_fastopen=%q", during["net.ipv4.tcp_wmem"], during["net.ipv4.tcp_fastopen"])
 	}
-	if got := rawValues(t, host, ks); !equalMaps(got, hostBefore) {
+	if got := rawValues(t, host, ks); !maps.Equal(got, hostBefore) {
 		t.Fatalf("the host's sysctls changed: before %v after %v", hostBefore, got)
 	}
 
@@ -126,18 +114,6 @@ func TestPrivNetnsApplyRollbackExact(t *testing.T) {
 			t.Errorf("%s: %q after rollback, want %q (byte-identical)", id, after[id], b)
 		}
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 const crashEnv = "CNIBENCH_TUNE_CRASH_CHILD"
@@ -163,7 +139,7 @@ func TestCrashChild(t *testing.T) {
 }
 
 func TestPrivCrashMidApply(t *testing.T) {
-	ns := newNetns(t)
+	ns := testns.NewNetns(t, "tune")
 	e := DefaultEnv().WithNetns(ns)
 	ks := netnsKnobs(t)
 	lower(t, ns)
@@ -212,7 +188,7 @@ func TestPrivCrashMidApply(t *testing.T) {
 // A lab torn down after apply leaves a journal for namespaces that are gone;
 // rolling it back succeeds and marks it done.
 func TestPrivRollbackNamespaceGone(t *testing.T) {
-	ns := newNetns(t)
+	ns := testns.NewNetns(t, "tune")
 	lower(t, ns)
 	jdir := t.TempDir()
 	rep, err := Apply(ApplyOptions{Env: DefaultEnv(), Profile: Latency, Knobs: Knobs(), Netns: []string{ns}, JournalDir: jdir})

@@ -137,9 +137,13 @@ func interfaces(e *Env) ([]netIf, error) {
 
 func physical(i netIf) bool { return i.Physical }
 
-// perNIC gathers what read reports for each interface keep accepts, in
-// order; none is the error when nothing was reported.
-func perNIC(ifs []netIf, keep func(netIf) bool, none string, read func(netIf) []Current) ([]Current, error) {
+// perNIC gathers what read reports for each interface in /sys/class/net
+// that keep accepts, in order; none is the error when nothing was reported.
+func perNIC(e *Env, keep func(netIf) bool, none string, read func(netIf) []Current) ([]Current, error) {
+	ifs, err := interfaces(e)
+	if err != nil {
+		return nil, err
+	}
 	var out []Current
 	for _, i := range ifs {
 		if keep(i) {
@@ -164,11 +168,7 @@ func ringKnob() *Knob {
 		Risk:   "larger rings hold more packets: more memory, more bufferbloat latency under load; the link resets briefly",
 		Recs:   max,
 		Read: func(e *Env) ([]Current, error) {
-			ifs, err := interfaces(e)
-			if err != nil {
-				return nil, err
-			}
-			return perNIC(ifs, physical, "no NIC with a device in /sys/class/net (only virtual interfaces)", func(i netIf) []Current {
+			return perNIC(e, physical, "no NIC with a device in /sys/class/net (only virtual interfaces)", func(i netIf) []Current {
 				r, err := e.nic().Ring(i.Name)
 				if err != nil {
 					return []Current{{Target: i.Name, Err: nicErr(i.Name, "ring parameters (ethtool -g)", err)}}
@@ -222,10 +222,6 @@ func offloadKnob() *Knob {
 		Recs:   map[Profile]Rec{Throughput: {"on", srcKubeOVNSTT}},
 		Source: srcKubeOVNSTT,
 		Read: func(e *Env) ([]Current, error) {
-			ifs, err := interfaces(e)
-			if err != nil {
-				return nil, err
-			}
 			// Bridges, tunnels, dummies: not what the documents tune.
 			nicOrVeth := func(i netIf) bool {
 				if i.Physical {
@@ -234,7 +230,7 @@ func offloadKnob() *Knob {
 				drv, err := e.nic().Driver(i.Name)
 				return err == nil && drv == "veth"
 			}
-			return perNIC(ifs, nicOrVeth, "no NIC or veth in /sys/class/net", func(i netIf) []Current {
+			return perNIC(e, nicOrVeth, "no NIC or veth in /sys/class/net", func(i netIf) []Current {
 				fs, err := e.nic().Features(i.Name)
 				if err != nil {
 					return []Current{{Target: i.Name, Err: nicErr(i.Name, "features (ethtool -k)", err)}}
@@ -384,10 +380,6 @@ func irqAffinityKnob() *Knob {
 		Risk:   "a busy queue cannot spread; irqbalance, if running, moves them back",
 		Recs:   rec,
 		Read: func(e *Env) ([]Current, error) {
-			ifs, err := interfaces(e)
-			if err != nil {
-				return nil, err
-			}
 			cl, err := cpus(e)
 			if err != nil {
 				return nil, err
@@ -396,7 +388,7 @@ func irqAffinityKnob() *Knob {
 			if ncpu == 0 {
 				return nil, errors.New("no CPUs listed under /sys/devices/system/cpu")
 			}
-			return perNIC(ifs, physical, "no NIC with a device in /sys/class/net", func(i netIf) []Current {
+			return perNIC(e, physical, "no NIC with a device in /sys/class/net", func(i netIf) []Current {
 				irqs, err := nicIRQs(e, i.Name)
 				if err != nil {
 					return []Current{{Target: i.Name, Err: err}}

@@ -30,10 +30,7 @@ func TestPrivJournalOffloads(t *testing.T) {
 		return fs
 	}
 	before := features()
-	j, err := NewJournal(JournalOptions{Dir: t.TempDir(), Scope: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := openJournal(t, JournalOptions{Dir: t.TempDir(), Scope: "test"})
 	if fixed, err := j.SetOffloads(p.A, "eth0", map[string]bool{"gro": false, "tso": false, "tx": false}); err != nil || len(fixed) != 0 {
 		t.Fatalf("SetOffloads: fixed %v, %v", fixed, err)
 	}
@@ -50,9 +47,7 @@ func TestPrivJournalOffloads(t *testing.T) {
 		t.Errorf("%d changes journaled, want 1 (the refused one is not)", j.Seq())
 	}
 	j.Close()
-	if n, err := Rollback(DefaultEnv(), j.Path()); err != nil || n != 1 {
-		t.Fatalf("rollback: %d, %v", n, err)
-	}
+	wantRollback(t, DefaultEnv(), j.Path(), 1)
 	after := features()
 	for f, st := range before {
 		if after[f].Active != st.Active {

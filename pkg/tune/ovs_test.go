@@ -2,6 +2,7 @@ package tune
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -139,7 +140,7 @@ func TestOVSKnobsApplyRollback(t *testing.T) {
 	}
 	f.mu.Unlock()
 	want := map[string]string{"pmd-sleep-max": "0", "userspace-tso-enable": "true", "userspace-sock-buf-size": "1073741823"}
-	if !equalMaps(got, want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("other_config after apply = %v, want %v", got, want)
 	}
 	if _, _, err := RollbackAll(e, jdir); err != nil {
@@ -147,7 +148,7 @@ func TestOVSKnobsApplyRollback(t *testing.T) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !equalMaps(f.other, map[string]string{"pmd-sleep-max": "500"}) {
+	if !maps.Equal(f.other, map[string]string{"pmd-sleep-max": "500"}) {
 		t.Errorf("other_config after rollback = %v: keys that were unset must be removed, others restored", f.other)
 	}
 }

@@ -15,24 +15,18 @@ import (
 
 func init() {
 	register(
-		sysctlKnob("net.core.rmem_max", "Maximum receive socket buffer (SO_RCVBUF cap)", "net.core", ScopeHost,
-			"raises a cap only; applications and OVS must still ask for large buffers; 002 warns it may hurt TCP",
-			atLeastInt, map[Profile]Rec{Throughput: {"1073741823", srcOVSUDP}}),
-		sysctlKnob("net.core.wmem_max", "Maximum send socket buffer (SO_SNDBUF cap)", "net.core", ScopeHost,
-			"raises a cap only; 002 warns it may hurt TCP",
-			atLeastInt, map[Profile]Rec{Throughput: {"1073741823", srcOVSUDP}}),
+		bufferCapKnob("net.core.rmem_max", "Maximum receive socket buffer (SO_RCVBUF cap)",
+			"raises a cap only; applications and OVS must still ask for large buffers; 002 warns it may hurt TCP"),
+		bufferCapKnob("net.core.wmem_max", "Maximum send socket buffer (SO_SNDBUF cap)",
+			"raises a cap only; 002 warns it may hurt TCP"),
 		sysctlKnob("net.core.rmem_default", "Default receive socket buffer", "net.core", ScopeHost,
 			"every socket without SO_RCVBUF gets this much; memory per socket", nil, nil),
 		sysctlKnob("net.core.wmem_default", "Default send socket buffer", "net.core", ScopeHost,
 			"every socket without SO_SNDBUF gets this much; memory per socket", nil, nil),
 		sysctlKnob("net.core.netdev_max_backlog", "Per-CPU input queue length (packets)", "net.core", ScopeHost,
 			"longer queues add latency under overload", nil, nil),
-		sysctlKnob("net.core.busy_read", "Busy-poll time for blocking reads (µs)", "net.core", ScopeHost,
-			"spins a CPU while waiting for packets: more CPU, less latency",
-			nil, map[Profile]Rec{Latency: {"50", srcTunedNetLat}}),
-		sysctlKnob("net.core.busy_poll", "Busy-poll time for poll/select (µs)", "net.core", ScopeHost,
-			"spins a CPU while waiting for packets: more CPU, less latency",
-			nil, map[Profile]Rec{Latency: {"50", srcTunedNetLat}}),
+		busyPollKnob("net.core.busy_read", "Busy-poll time for blocking reads (µs)"),
+		busyPollKnob("net.core.busy_poll", "Busy-poll time for poll/select (µs)"),
 		sysctlKnob("net.core.somaxconn", "Listen backlog limit", "net.core", ScopeNetns,
 			"low", nil, nil),
 		sysctlKnob("net.core.default_qdisc", "Default queueing discipline for new interfaces", "net.core", ScopeHost,
@@ -80,6 +74,21 @@ func sysctlKnob(name, title, family string, scope Scope, risk string,
 			return writeFile(e.proc(rel), value)
 		},
 	}
+}
+
+// bufferCapKnob is net.core.rmem_max or wmem_max: 002's OVS userspace UDP
+// tuning raises both caps to the same floor for throughput.
+func bufferCapKnob(name, title, risk string) *Knob {
+	return sysctlKnob(name, title, "net.core", ScopeHost, risk,
+		atLeastInt, map[Profile]Rec{Throughput: {"1073741823", srcOVSUDP}})
+}
+
+// busyPollKnob is net.core.busy_read or busy_poll: tuned's network-latency
+// profile sets both to the same value, and both cost the same spinning CPU.
+func busyPollKnob(name, title string) *Knob {
+	return sysctlKnob(name, title, "net.core", ScopeHost,
+		"spins a CPU while waiting for packets: more CPU, less latency",
+		nil, map[Profile]Rec{Latency: {"50", srcTunedNetLat}})
 }
 
 // atLeastInt treats the recommendation as a floor: a larger value is kept.

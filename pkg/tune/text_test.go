@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cnibench/cnibench/internal/fixture"
 )
 
 // A fixture root answers from its files; knobs that can only ask the live
@@ -50,9 +51,7 @@ func TestWriteApplyAndJournals(t *testing.T) {
 // HoldUntil writes the limit, holds it until the context ends and says so;
 // a fixture /dev stands in for the kernel's file.
 func TestHoldUntil(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
-	os.WriteFile(filepath.Join(root, "dev", "cpu_dma_latency"), []byte{0, 0, 0, 0}, 0o644)
+	root := fixture.Tree(t, map[string]string{"dev/cpu_dma_latency": "\x00\x00\x00\x00"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var b bytes.Buffer

@@ -13,18 +13,8 @@ import (
 // ParseSize parses a byte count: a plain number or one with a K, M or G suffix
 // (powers of 1024, as qperf's msg_size and iperf3's -l take them).
 func ParseSize(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	mult := 1
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1<<10, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1<<20, t[:n-1]
-		case 'g', 'G':
-			mult, t = 1<<30, t[:n-1]
-		}
-	}
+	t, pow := cutSuffix(strings.TrimSpace(s))
+	mult := 1 << (10 * pow)
 	v, err := strconv.Atoi(t)
 	if err != nil || v <= 0 {
 		return 0, fmt.Errorf("bad size %q: want a positive number of bytes like 1, 64, 1K, 4K, 64K", s)
@@ -33,6 +23,23 @@ func ParseSize(s string) (int, error) {
 		return 0, fmt.Errorf("bad size %q: too large", s)
 	}
 	return v * mult, nil
+}
+
+// cutSuffix splits a K, M or G suffix (either case) off a number and says
+// which power of the unit it stands for: 1 for K, 2 for M, 3 for G, 0 for
+// none. Sizes and rates share the letters but not the base (1024 or 1000).
+func cutSuffix(t string) (string, int) {
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			return t[:n-1], 1
+		case 'm', 'M':
+			return t[:n-1], 2
+		case 'g', 'G':
+			return t[:n-1], 3
+		}
+	}
+	return t, 0
 }
 
 // ParseSizes reads a comma-separated list of sizes (1,1K,4K), as --msg-size
@@ -65,18 +72,8 @@ func FormatSize(n int) string {
 // ParseRate parses a bit rate: a plain number of bits/s or one with a K, M or
 // G suffix (powers of 1000, as iperf3's -b takes them). "0" means unlimited.
 func ParseRate(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1e6, t[:n-1]
-		case 'g', 'G':
-			mult, t = 1e9, t[:n-1]
-		}
-	}
+	t, pow := cutSuffix(strings.TrimSpace(s))
+	mult := [...]float64{1, 1e3, 1e6, 1e9}[pow]
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("bad rate %q: want bits per second like 0 (unlimited), 100M, 2G", s)

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibench/cnibench/internal/fixture"
 )
 
 func TestParse(t *testing.T) {
@@ -24,23 +25,8 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func writeSys(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for p, v := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestDetectAndResolve(t *testing.T) {
-	haltpoll := writeSys(t, map[string]string{
+	haltpoll := fixture.Tree(t, map[string]string{
 		"devices/system/cpu/cpuidle/current_driver":      "haltpoll\n",
 		"devices/system/cpu/cpu0/cpuidle/state0/latency": "0\n",
 		"devices/system/cpu/cpu0/cpuidle/state1/latency": "1\n",
@@ -52,7 +38,7 @@ func TestDetectAndResolve(t *testing.T) {
 	if p, why := Resolve(Auto, h); p != Hold || !strings.Contains(why, "haltpoll") {
 		t.Errorf("Resolve(auto, haltpoll) = %s (%s)", p, why)
 	}
-	none := writeSys(t, map[string]string{"devices/system/cpu/cpuidle/current_driver": "none\n"})
+	none := fixture.Tree(t, map[string]string{"devices/system/cpu/cpuidle/current_driver": "none\n"})
 	if p, _ := Resolve(Auto, Detect(none)); p != Spin {
 		t.Errorf("Resolve(auto, none) = %s, want spin", p)
 	}

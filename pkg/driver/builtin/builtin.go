@@ -101,11 +101,8 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // ClientCommand implements driver.Driver: `cnibench client ... --json` for
 // exactly one (test, size), so Parse finds exactly one result.
 func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := d.Supports(spec.Test); err != nil {
+	if err := driver.CheckClient(d, spec); err != nil {
 		return nil, err
-	}
-	if spec.Server == "" {
-		return nil, fmt.Errorf("builtin: no server address given")
 	}
 	if spec.Duration <= 0 {
 		return nil, fmt.Errorf("builtin: duration must be positive, got %s", spec.Duration)
@@ -120,9 +117,7 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		return nil, err
 	}
 	argv := []string{b, "client", "--server", spec.Server}
-	if spec.Port != 0 {
-		argv = append(argv, "--port", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "--port", spec.Port)
 	par := spec.Parallel
 	if par < 1 {
 		par = 1

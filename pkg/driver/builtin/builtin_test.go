@@ -1,28 +1,22 @@
 package builtin
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
-
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-func read(t *testing.T, name string) []byte { t.Helper(); return drivertest.Golden(t, name) }
-
-func spec(test string, size int) driver.Spec {
-	return driver.Spec{Server: "127.0.0.1", Port: 17420, Test: test, MsgSize: size, Duration: time.Second}
-}
+var golden = drivertest.Goldens{Driver: Driver{}, Port: 17420}
 
 func TestParse(t *testing.T) {
 	Binary = "/opt/cnibench"
 	t.Cleanup(func() { Binary = "" })
-	r, err := Driver{}.Parse(spec("tcp_lat", 1), read(t, "tcp_lat_1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "tcp_lat", 1, "tcp_lat_1.json")
 	if r.Latency == nil || *r.Latency.RTTNs.P50 != 18511 || r.Latency.RTTNs.Count != 40834 {
 		t.Fatalf("latency %+v", r.Latency)
 	}
@@ -30,44 +24,30 @@ func TestParse(t *testing.T) {
 		"/opt/cnibench client --server 127.0.0.1 --port 17420 --test tcp_lat --msg-size 1 --duration 1s --warmup 0s --parallel 1 --json" {
 		t.Fatalf("tool %+v", r.Tool)
 	}
-	r, err = Driver{}.Parse(spec("tcp_bw", 1024), read(t, "two_tests_two_sizes.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = golden.Parse(t, "tcp_bw", 1024, "two_tests_two_sizes.json")
 	if *r.Throughput.BytesReceived != 501012480 {
 		t.Fatalf("picked the wrong result: %+v", r.Throughput)
 	}
-	r, err = Driver{}.Parse(spec("udp_bw", 1024), read(t, "udp_bw_1024.json"))
-	if err != nil || r.UDP == nil || r.UDP.Sent != 12202 {
-		t.Fatalf("udp_bw: %+v %v", r, err)
+	r = golden.Parse(t, "udp_bw", 1024, "udp_bw_1024.json")
+	if r.UDP == nil || r.UDP.Sent != 12202 {
+		t.Fatalf("udp_bw: %+v", r)
 	}
 }
 
 func TestParseErrors(t *testing.T) {
-	cases := []struct {
-		file, test string
-		size       int
-		want       string
-	}{
-		{"tcp_lat_1.json", "tcp_lat", 64, "no tcp_lat result at 64 bytes"},
-		{"edited_duplicate.json", "tcp_lat", 1, "more than one"},
-		{"edited_old_schema.json", "tcp_lat", 1, `schema "cnibench.results/v0"`},
-	}
-	for _, c := range cases {
-		_, err := Driver{}.Parse(spec(c.test, c.size), read(t, c.file))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: err = %v, want %q", c.file, err, c.want)
-		}
-	}
-	if _, err := (Driver{}).Parse(spec("tcp_lat", 1), []byte("cnibench: --server HOST is required\n")); err == nil {
-		t.Error("text parsed as a result set")
-	}
+	golden.ParseErrors(t, []drivertest.ParseError{
+		{File: "tcp_lat_1.json", Test: "tcp_lat", Size: 64, Want: "no tcp_lat result at 64 bytes"},
+		{File: "edited_duplicate.json", Test: "tcp_lat", Size: 1, Want: "more than one"},
+		{File: "edited_old_schema.json", Test: "tcp_lat", Size: 1, Want: `schema "cnibench.results/v0"`},
+	})
+	// Text is not a result set.
+	golden.Unparsable(t, golden.Spec("tcp_lat", 1), "cnibench: --server HOST is required\n")
 }
 
 func TestCommands(t *testing.T) {
 	Binary = "/opt/cnibench"
 	t.Cleanup(func() { Binary = "" })
-	s := spec("udp_bw", 64)
+	s := golden.Spec("udp_bw", 64)
 	s.Port, s.Parallel, s.RateBps, s.Warmup = 0, 4, 5e8, 2*time.Second
 	argv, err := Driver{}.ClientCommand(s)
 	if err != nil {
@@ -87,4 +67,24 @@ func TestCommands(t *testing.T) {
 	if err := (Driver{}).Supports("tcp_crr"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPrivEndToEnd runs `cnibench server` and `cnibench client --json` across a
+// veth pair through Measure (privileged). It needs the built binary in
+// $CNIBENCH_BIN (`make test` sets it); the test binary itself is not cnibench.
+func TestPrivEndToEnd(t *testing.T) {
+	bin := os.Getenv("CNIBENCH_BIN")
+	if bin == "" {
+		t.Skip("CNIBENCH_BIN is not set (make test builds bin/cnibench and sets it)")
+	}
+	if err := exec.Command(bin, "server", "--help").Run(); err != nil {
+		t.Skipf("%s has no working `server` command (%v); the engine is not in this build", bin, err)
+	}
+	rs := drivertest.Run(t, Driver{}, 17490,
+		driver.Spec{Test: "tcp_lat", MsgSize: 64, Duration: time.Second},
+		driver.Spec{Test: "tcp_bw", MsgSize: 1024, Duration: time.Second},
+	)
+	drivertest.CheckCommon(t, rs[0])
+	drivertest.CheckLatency(t, rs[0])
+	drivertest.CheckBandwidth(t, rs[1])
 }

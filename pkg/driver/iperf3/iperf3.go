@@ -75,9 +75,7 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 	if spec.Persistent {
 		argv = argv[:2]
 	}
-	if spec.Port != 0 {
-		argv = append(argv, "-p", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "-p", spec.Port)
 	return argv, nil
 }
 
@@ -85,20 +83,15 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // the first seconds are sent but left out of the end totals. The duration
 // must be whole seconds (iperf3 would silently truncate it).
 func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := d.Supports(spec.Test); err != nil {
+	if err := driver.CheckClient(d, spec); err != nil {
 		return nil, err
-	}
-	if spec.Server == "" {
-		return nil, fmt.Errorf("iperf3: no server address given")
 	}
 	secs, err := driver.WholeSeconds("iperf3", spec.Duration)
 	if err != nil {
 		return nil, err
 	}
 	argv := []string{"iperf3", "-c", spec.Server}
-	if spec.Port != 0 {
-		argv = append(argv, "-p", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "-p", spec.Port)
 	argv = append(argv, "-t", driver.Itoa(secs))
 	if spec.Warmup > 0 {
 		// iperf3 3.12 reads -O as whole seconds (atoi: "0.5" becomes 0), so

@@ -8,36 +8,23 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
-
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-func read(t *testing.T, name string) []byte { t.Helper(); return drivertest.Golden(t, name) }
-
-func spec(test string, size int) driver.Spec {
-	return driver.Spec{Server: "127.0.0.1", Port: 15210, Test: test, MsgSize: size, Duration: time.Second}
-}
-
-func eq(t *testing.T, what string, got *float64, want float64) {
-	t.Helper()
-	drivertest.Near(t, what, got, want, 1e-9)
-}
+var golden = drivertest.Goldens{Driver: Driver{}, Port: 15210, Rel: 1e-9}
 
 func TestParseTCP(t *testing.T) {
-	r, err := Driver{}.Parse(spec("tcp_bw", 0), read(t, "tcp_P1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eq(t, "sender bps", r.Throughput.SenderBps, 18143628122.21987)
-	eq(t, "receiver bps", r.Throughput.ReceiverBps, 18075716446.7898)
+	r := golden.Parse(t, "tcp_bw", 0, "tcp_P1.json")
+	golden.Near(t, "sender bps", r.Throughput.SenderBps, 18143628122.21987)
+	golden.Near(t, "receiver bps", r.Throughput.ReceiverBps, 18075716446.7898)
 	if *r.Throughput.BytesSent != 2273968128 || *r.Throughput.BytesReceived != 2273574912 {
 		t.Fatalf("bytes %d/%d", *r.Throughput.BytesSent, *r.Throughput.BytesReceived)
 	}
 	if r.TCP == nil || *r.TCP.Retransmits != 6 {
 		t.Fatalf("retransmits %+v", r.TCP)
 	}
-	eq(t, "client cpu", r.CPU.Client.ProcessPct, 30.693989677562573)
-	eq(t, "server cpu", r.CPU.Server.ProcessPct, 27.9651222302056)
+	golden.Near(t, "client cpu", r.CPU.Client.ProcessPct, 30.693989677562573)
+	golden.Near(t, "server cpu", r.CPU.Server.ProcessPct, 27.9651222302056)
 	if r.Tool.Version != "3.12" || r.MsgSizeBytes != 131072 || r.Parallel != 1 || r.DurationSeconds != 1.002652 {
 		t.Fatalf("tool/size/parallel/duration = %+v %d %d %v", r.Tool, r.MsgSizeBytes, r.Parallel, r.DurationSeconds)
 	}
@@ -50,12 +37,9 @@ func TestParseTCP(t *testing.T) {
 }
 
 func TestParseTCPParallelWithServerText(t *testing.T) {
-	s := spec("tcp_bw", 0)
+	s := golden.Spec("tcp_bw", 0)
 	s.Parallel = 2
-	r, err := Driver{}.Parse(s, read(t, "tcp_P2_server_text.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.ParseOut(t, s, drivertest.Golden(t, "tcp_P2_server_text.json"))
 	if r.Parallel != 2 || len(r.Streams) != 2 {
 		t.Fatalf("parallel %d streams %d", r.Parallel, len(r.Streams))
 	}
@@ -72,20 +56,14 @@ func TestParseTCPParallelWithServerText(t *testing.T) {
 }
 
 func TestParseTCPOmit(t *testing.T) {
-	r, err := Driver{}.Parse(spec("tcp_bw", 0), read(t, "tcp_omit1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "tcp_bw", 0, "tcp_omit1.json")
 	if r.WarmupSeconds != 1 || r.DurationSeconds != 2.000073 {
 		t.Fatalf("warmup %v duration %v", r.WarmupSeconds, r.DurationSeconds)
 	}
 }
 
 func TestParseUDP(t *testing.T) {
-	r, err := Driver{}.Parse(spec("udp_bw", 1400), read(t, "udp_b0_l1400.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "udp_bw", 1400, "udp_b0_l1400.json")
 	u := r.UDP
 	if u.Sent != 86620 || u.Lost != 49417 || u.Received != 86620-49417 || u.OutOfOrder == nil || *u.OutOfOrder != 0 {
 		t.Fatalf("udp %+v", u)
@@ -93,28 +71,22 @@ func TestParseUDP(t *testing.T) {
 	if u.LossPct != 57.0503347956592 {
 		t.Fatalf("loss %v", u.LossPct)
 	}
-	eq(t, "jitter ns", u.JitterNs, 0.007456816714357528*1e6)
-	eq(t, "receiver bps", r.Throughput.ReceiverBps, 416078607.5911446)
-	eq(t, "sender pps", r.Throughput.SenderPps, 86620/1.001218)
+	golden.Near(t, "jitter ns", u.JitterNs, 0.007456816714357528*1e6)
+	golden.Near(t, "receiver bps", r.Throughput.ReceiverBps, 416078607.5911446)
+	golden.Near(t, "sender pps", r.Throughput.SenderPps, 86620/1.001218)
 	if r.Missing["udp.duplicated"] == "" || r.MsgSizeBytes != 1400 {
 		t.Fatalf("missing %v size %d", r.Missing, r.MsgSizeBytes)
 	}
 
 	// With the server's own -J document embedded (--get-server-output).
-	r, err = Driver{}.Parse(spec("udp_bw", 1400), read(t, "udp_server_json.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = golden.Parse(t, "udp_bw", 1400, "udp_server_json.json")
 	if r.UDP.Lost != 75 || r.UDP.Sent != 8922 {
 		t.Fatalf("udp %+v", r.UDP)
 	}
 }
 
 func TestParseUDPLegacy(t *testing.T) {
-	r, err := Driver{}.Parse(spec("udp_bw", 1400), read(t, "edited_udp_legacy_sum_only.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "udp_bw", 1400, "edited_udp_legacy_sum_only.json")
 	if r.Throughput.ReceiverBps != nil || r.Missing["throughput.receiver_bps"] == "" {
 		t.Fatal("legacy layout: receiver bps must be nil with a reason")
 	}
@@ -124,29 +96,19 @@ func TestParseUDPLegacy(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	cases := []struct{ file, test, want string }{
-		{"error_refused.json", "tcp_bw", "iperf3: unable to connect to server: Connection refused"},
-		{"edited_error_busy.json", "tcp_bw", "iperf3: the server is busy"},
-		{"edited_tcp_no_receiver_bps.json", "tcp_bw", "no end.sum_received.bits_per_second"},
-		{"udp_b0_l1400.json", "tcp_bw", `ran a "UDP" test, tcp_bw was asked`},
-		{"tcp_P1.json", "tcp_lat", "iperf3 has no tcp_lat test"},
-	}
-	for _, c := range cases {
-		_, err := Driver{}.Parse(spec(c.test, 0), read(t, c.file))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: err = %v, want %q", c.file, err, c.want)
-		}
-	}
-	for _, out := range []string{"", "iperf3: error - unable to connect", "{"} {
-		if _, err := (Driver{}).Parse(spec("tcp_bw", 0), []byte(out)); err == nil {
-			t.Errorf("output %q parsed", out)
-		}
-	}
+	golden.ParseErrors(t, []drivertest.ParseError{
+		{File: "error_refused.json", Test: "tcp_bw", Want: "iperf3: unable to connect to server: Connection refused"},
+		{File: "edited_error_busy.json", Test: "tcp_bw", Want: "iperf3: the server is busy"},
+		{File: "edited_tcp_no_receiver_bps.json", Test: "tcp_bw", Want: "no end.sum_received.bits_per_second"},
+		{File: "udp_b0_l1400.json", Test: "tcp_bw", Want: `ran a "UDP" test, tcp_bw was asked`},
+		{File: "tcp_P1.json", Test: "tcp_lat", Want: "iperf3 has no tcp_lat test"},
+	})
+	golden.Unparsable(t, golden.Spec("tcp_bw", 0), "", "iperf3: error - unable to connect", "{")
 }
 
 func TestCommands(t *testing.T) {
 	d := Driver{}
-	s := spec("udp_bw", 1024)
+	s := golden.Spec("udp_bw", 1024)
 	s.Warmup = time.Second
 	argv, err := d.ClientCommand(s)
 	want := []string{"iperf3", "-c", "127.0.0.1", "-p", "15210", "-t", "1", "-O", "1", "-u", "-b", "0", "-l", "1024", "-J"}
@@ -183,16 +145,35 @@ func TestCommands(t *testing.T) {
 // Sizes iperf3's own argument parser refuses are refused when the command is
 // built, so an experiment with them fails its check, not every child.
 func TestCommandSizeLimits(t *testing.T) {
-	for _, tc := range []struct {
-		test string
-		size int
-		ok   bool
-	}{
-		{"udp_bw", 15, false}, {"udp_bw", 16, true}, {"udp_bw", 65507, true}, {"udp_bw", 65508, false},
-		{"tcp_bw", 1 << 20, true}, {"tcp_bw", 1<<20 + 1, false}, {"tcp_bw", 32 << 20, false},
-	} {
-		if _, err := (Driver{}).ClientCommand(spec(tc.test, tc.size)); (err == nil) != tc.ok {
-			t.Errorf("%s %d: %v, want ok=%v", tc.test, tc.size, err, tc.ok)
+	golden.SizeLimits(t, "udp_bw", map[int]bool{15: false, 16: true, 65507: true, 65508: false})
+	golden.SizeLimits(t, "tcp_bw", map[int]bool{1 << 20: true, 1<<20 + 1: false, 32 << 20: false})
+}
+
+// FuzzDecode: iperf3 -J output of any shape decodes or is refused without a
+// panic, however deeply server_output_json nests.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"server_output_json":{"server_output_json":{"end":{}}}}`))
+	drivertest.FuzzParse(f, "testdata/*.json", Decode, nil)
+}
+
+// TestPrivEndToEnd runs real iperf3 across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
+	rs := drivertest.Run(t, Driver{}, 15290,
+		driver.Spec{Test: "tcp_bw", Duration: time.Second},
+		driver.Spec{Test: "tcp_bw", Duration: time.Second, Parallel: 2},
+		driver.Spec{Test: "udp_bw", MsgSize: 1024, Duration: time.Second, RateBps: 50e6},
+	)
+	for _, r := range rs {
+		drivertest.CheckCommon(t, r)
+		drivertest.CheckBandwidth(t, r)
+		if r.CPU.Server == nil || r.CPU.Server.ProcessPct == nil {
+			t.Errorf("%s: iperf3's remote CPU not recorded", r.Test)
 		}
+	}
+	if rs[1].Parallel != 2 || len(rs[1].Streams) != 2 {
+		t.Errorf("parallel run: parallel %d, %d streams", rs[1].Parallel, len(rs[1].Streams))
+	}
+	if u := rs[2].UDP; u == nil || u.Sent == 0 || u.JitterNs == nil {
+		t.Errorf("udp accounting: %+v", u)
 	}
 }

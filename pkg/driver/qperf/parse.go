@@ -189,6 +189,14 @@ func fromBlock(d Driver, spec driver.Spec, b Block) (*result.Result, error) {
 		}
 		return v, ok
 	}
+	// cpuSide is one side's host-wide CPU from <prefix>_cpus_used (loc/rem
+	// for the latency tests, send/recv for the bandwidth ones).
+	cpuSide := func(prefix string) *result.CPUSide {
+		if v, ok := val(prefix+"_cpus_used", cpusPct); ok {
+			return &result.CPUSide{HostBusyPct: result.F(v)}
+		}
+		return nil
+	}
 
 	if ms, ok := val("msg_size", sizeBytes); ok && int(ms) != spec.MsgSize && spec.MsgSize != 0 {
 		errs = append(errs, fmt.Errorf("qperf %s ran with msg_size %v bytes, %d was asked", b.Test, ms, spec.MsgSize))
@@ -234,12 +242,6 @@ func fromBlock(d Driver, spec driver.Spec, b Block) (*result.Result, error) {
 			r.SetMissing("transactions.count", "qperf printed no loc_recv_msgs (run with -vvs)")
 		} else {
 			r.SetMissing("transactions", "qperf printed neither loc_recv_msgs nor msg_rate")
-		}
-		cpuSide := func(prefix string) *result.CPUSide {
-			if v, ok := val(prefix+"_cpus_used", cpusPct); ok {
-				return &result.CPUSide{HostBusyPct: result.F(v)}
-			}
-			return nil
 		}
 		setCPU(r, cpuSide("loc"), cpuSide("rem"))
 
@@ -316,12 +318,6 @@ func fromBlock(d Driver, spec driver.Spec, b Block) (*result.Result, error) {
 			} else {
 				r.SetMissing("udp", "qperf printed no send_msgs/recv_msgs (run with -vvs)")
 			}
-		}
-		cpuSide := func(prefix string) *result.CPUSide {
-			if v, ok := val(prefix+"_cpus_used", cpusPct); ok {
-				return &result.CPUSide{HostBusyPct: result.F(v)}
-			}
-			return nil
 		}
 		setCPU(r, cpuSide("send"), cpuSide("recv"))
 	}

@@ -59,9 +59,7 @@ func (Driver) Version() (string, error) {
 // qperf server serves any number of tests, one after another.
 func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 	argv := []string{"qperf"}
-	if spec.Port != 0 {
-		argv = append(argv, "--listen_port", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "--listen_port", spec.Port)
 	return argv, nil
 }
 
@@ -71,11 +69,8 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // either; that one is not refused, because experiments set one for every
 // engine, and the result records warmup_seconds 0, which is what happened.
 func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := d.Supports(spec.Test); err != nil {
+	if err := driver.CheckClient(d, spec); err != nil {
 		return nil, err
-	}
-	if spec.Server == "" {
-		return nil, fmt.Errorf("qperf: no server address given")
 	}
 	if spec.Parallel > 1 {
 		return nil, fmt.Errorf("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin", spec.Parallel)
@@ -94,9 +89,7 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		return nil, err
 	}
 	argv := []string{"qperf", "-t", driver.Itoa(secs), spec.Server}
-	if spec.Port != 0 {
-		argv = append(argv, "-lp", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "-lp", spec.Port)
 	// -ub: bits/s like the seed tables; -oo msg_size:N exactly as the seeds
 	// write it; -vu prints the parameters used, -vt the CPU figures, -vvs
 	// the message and byte counts.

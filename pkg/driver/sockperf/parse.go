@@ -199,7 +199,7 @@ func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 			r.SetMissing(fmt.Sprintf("latency.one_way_ns.%s", pname(pv.p)), "sockperf printed no such percentile")
 		}
 	}
-	oneWay := halve(rtt)
+	oneWay := rtt.Halved() // sockperf's default view
 	lat := &result.Latency{RTTNs: rtt, OneWayNs: oneWay}
 	lat.CDF = append(lat.CDF, result.CDFPoint{Percentile: 0, Ns: rep.Min * k})
 	ps := make([]float64, 0, len(rep.Percentiles))
@@ -241,18 +241,6 @@ func pname(p float64) string {
 		return "p99_9"
 	}
 	return "p" + strconv.FormatFloat(p, 'f', -1, 64)
-}
-
-// halve gives the one-way distribution (RTT/2), sockperf's default view.
-func halve(d result.Dist) result.Dist {
-	h := func(p *float64) *float64 {
-		if p == nil {
-			return nil
-		}
-		return result.F(*p / 2)
-	}
-	return result.Dist{Count: d.Count, Min: h(d.Min), Mean: h(d.Mean), Stddev: h(d.Stddev),
-		P50: h(d.P50), P90: h(d.P90), P99: h(d.P99), P999: h(d.P999), Max: h(d.Max)}
 }
 
 func portOr(p int) int {

@@ -7,37 +7,24 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
-
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-func read(t *testing.T, name string) []byte { t.Helper(); return drivertest.Golden(t, name) }
-
-func spec(test string, size int) driver.Spec {
-	return driver.Spec{Server: "127.0.0.1", Port: 11120, Test: test, MsgSize: size, Duration: time.Second}
-}
-
-func eq(t *testing.T, what string, got *float64, want float64) {
-	t.Helper()
-	drivertest.Near(t, what, got, want, 1e-6)
-}
+var golden = drivertest.Goldens{Driver: Driver{}, Port: 11120, Rel: 1e-6}
 
 func TestParseFullRTT(t *testing.T) {
-	r, err := Driver{}.Parse(spec("udp_lat", 14), read(t, "udp_m14_fullrtt.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "udp_lat", 14, "udp_m14_fullrtt.txt")
 	l := r.Latency
-	eq(t, "rtt mean", l.RTTNs.Mean, 26179)
-	eq(t, "rtt stddev", l.RTTNs.Stddev, 314686)
-	eq(t, "rtt p50", l.RTTNs.P50, 13515)
-	eq(t, "rtt p90", l.RTTNs.P90, 14837)
-	eq(t, "rtt p99", l.RTTNs.P99, 106569)
-	eq(t, "rtt p99.9", l.RTTNs.P999, 2212876)
-	eq(t, "rtt min", l.RTTNs.Min, 13244)
-	eq(t, "rtt max", l.RTTNs.Max, 34723962)
-	eq(t, "one-way mean", l.OneWayNs.Mean, 26179.0/2)
-	eq(t, "one-way p50", l.OneWayNs.P50, 13515.0/2)
+	golden.Near(t, "rtt mean", l.RTTNs.Mean, 26179)
+	golden.Near(t, "rtt stddev", l.RTTNs.Stddev, 314686)
+	golden.Near(t, "rtt p50", l.RTTNs.P50, 13515)
+	golden.Near(t, "rtt p90", l.RTTNs.P90, 14837)
+	golden.Near(t, "rtt p99", l.RTTNs.P99, 106569)
+	golden.Near(t, "rtt p99.9", l.RTTNs.P999, 2212876)
+	golden.Near(t, "rtt min", l.RTTNs.Min, 13244)
+	golden.Near(t, "rtt max", l.RTTNs.Max, 34723962)
+	golden.Near(t, "one-way mean", l.OneWayNs.Mean, 26179.0/2)
+	golden.Near(t, "one-way p50", l.OneWayNs.P50, 13515.0/2)
 	if l.RTTNs.Count != 20998 || r.Transactions.Count != 20998 {
 		t.Fatalf("count %d / %d", l.RTTNs.Count, r.Transactions.Count)
 	}
@@ -64,11 +51,8 @@ func TestParseFullRTT(t *testing.T) {
 }
 
 func TestParseTCP(t *testing.T) {
-	r, err := Driver{}.Parse(spec("tcp_lat", 1024), read(t, "tcp_m1024_fullrtt.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eq(t, "tcp rtt p50", r.Latency.RTTNs.P50, 27000)
+	r := golden.Parse(t, "tcp_lat", 1024, "tcp_m1024_fullrtt.txt")
+	golden.Near(t, "tcp rtt p50", r.Latency.RTTNs.P50, 27000)
 	if r.UDP != nil {
 		t.Fatal("tcp_lat has no UDP accounting")
 	}
@@ -76,61 +60,47 @@ func TestParseTCP(t *testing.T) {
 
 func TestParseOneWayOutput(t *testing.T) {
 	// Without --full-rtt sockperf prints one-way (RTT/2) figures.
-	r, err := Driver{}.Parse(spec("udp_lat", 64), read(t, "udp_m64_oneway.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eq(t, "one-way mean", r.Latency.OneWayNs.Mean, 23897)
-	eq(t, "rtt mean", r.Latency.RTTNs.Mean, 2*23897)
-	eq(t, "one-way p50", r.Latency.OneWayNs.P50, 6797)
+	r := golden.Parse(t, "udp_lat", 64, "udp_m64_oneway.txt")
+	golden.Near(t, "one-way mean", r.Latency.OneWayNs.Mean, 23897)
+	golden.Near(t, "rtt mean", r.Latency.RTTNs.Mean, 2*23897)
+	golden.Near(t, "one-way p50", r.Latency.OneWayNs.P50, 6797)
 }
 
 func TestParseMissingPercentile(t *testing.T) {
-	r, err := Driver{}.Parse(spec("udp_lat", 14), read(t, "edited_no_p99_9.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := golden.Parse(t, "udp_lat", 14, "edited_no_p99_9.txt")
 	if r.Latency.RTTNs.P999 != nil || r.Missing["latency.rtt_ns.p99_9"] == "" {
 		t.Fatal("absent percentile must be nil with a reason")
 	}
 }
 
 func TestParseErrors(t *testing.T) {
-	cases := map[string]string{
-		"err_msg_size_1.txt":    "Invalid message size: 1",
-		"err_tcp_refused.txt":   "Can`t connect socket (errno=111 Connection refused)",
-		"err_udp_no_server.txt": "No messages were received from the server",
-	}
-	for file, want := range cases {
-		_, err := Driver{}.Parse(spec("udp_lat", 14), read(t, file))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want %q", file, err, want)
-		}
-	}
-	if _, err := (Driver{}).Parse(spec("udp_lat", 14), nil); err == nil {
-		t.Error("empty output parsed")
-	}
+	golden.ParseErrors(t, []drivertest.ParseError{
+		{File: "err_msg_size_1.txt", Test: "udp_lat", Size: 14, Want: "Invalid message size: 1"},
+		{File: "err_tcp_refused.txt", Test: "udp_lat", Size: 14, Want: "Can`t connect socket (errno=111 Connection refused)"},
+		{File: "err_udp_no_server.txt", Test: "udp_lat", Size: 14, Want: "No messages were received from the server"},
+	})
+	golden.Unparsable(t, golden.Spec("udp_lat", 14), "")
 }
 
 func TestCommands(t *testing.T) {
 	d := Driver{}
-	if _, err := d.ClientCommand(spec("udp_lat", 1)); err == nil || !strings.Contains(err.Error(), "smallest message is 14 bytes") {
+	if _, err := d.ClientCommand(golden.Spec("udp_lat", 1)); err == nil || !strings.Contains(err.Error(), "smallest message is 14 bytes") {
 		t.Fatalf("size 1: %v", err)
 	}
-	s := spec("tcp_lat", 64)
+	s := golden.Spec("tcp_lat", 64)
 	s.Parallel = 2
 	if _, err := d.ClientCommand(s); err == nil {
 		t.Fatal("parallel accepted")
 	}
-	argv, err := d.ClientCommand(spec("tcp_lat", 64))
+	argv, err := d.ClientCommand(golden.Spec("tcp_lat", 64))
 	if err != nil || strings.Join(argv, " ") != "sockperf ping-pong -i 127.0.0.1 -p 11120 --tcp -m 64 -t 1 --full-rtt" {
 		t.Fatalf("argv %q %v", argv, err)
 	}
-	argv, _ = d.ServerCommand(spec("tcp_lat", 64))
+	argv, _ = d.ServerCommand(golden.Spec("tcp_lat", 64))
 	if strings.Join(argv, " ") != "sockperf server --tcp -p 11120" {
 		t.Fatalf("server %q", argv)
 	}
-	argv, _ = d.ServerCommand(spec("udp_lat", 64))
+	argv, _ = d.ServerCommand(golden.Spec("udp_lat", 64))
 	if strings.Join(argv, " ") != "sockperf server -p 11120" {
 		t.Fatalf("server %q", argv)
 	}
@@ -143,16 +113,36 @@ func TestCommands(t *testing.T) {
 
 // sockperf's own bounds (14 bytes up to 1 MiB - 1) and a UDP datagram's.
 func TestCommandSizeLimits(t *testing.T) {
-	for _, tc := range []struct {
-		test string
-		size int
-		ok   bool
-	}{
-		{"tcp_lat", 13, false}, {"tcp_lat", 14, true}, {"tcp_lat", 1<<20 - 1, true}, {"tcp_lat", 1 << 20, false},
-		{"udp_lat", 65507, true}, {"udp_lat", 65508, false},
-	} {
-		if _, err := (Driver{}).ClientCommand(spec(tc.test, tc.size)); (err == nil) != tc.ok {
-			t.Errorf("%s %d: %v, want ok=%v", tc.test, tc.size, err, tc.ok)
+	golden.SizeLimits(t, "tcp_lat", map[int]bool{13: false, 14: true, 1<<20 - 1: true, 1 << 20: false})
+	golden.SizeLimits(t, "udp_lat", map[int]bool{65507: true, 65508: false})
+}
+
+// FuzzParseReport: sockperf's text output, however truncated or garbled,
+// parses into finite, non-negative figures or is refused.
+func FuzzParseReport(f *testing.F) {
+	drivertest.FuzzParse(f, "testdata/*.txt", ParseReport, func(t *testing.T, r *Report) {
+		for name, v := range map[string]float64{"avg": r.Avg, "stddev": r.StdDev, "valid_seconds": r.ValidSeconds, "warmup_ms": r.WarmupMs} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Fatalf("%s parsed as %v", name, v)
+			}
+		}
+		if r.ValidSent < 0 || r.ValidReceived < 0 || r.Dropped < 0 {
+			t.Fatalf("negative counts: %+v", r)
+		}
+	})
+}
+
+// TestPrivEndToEnd runs real sockperf across a veth pair (privileged).
+func TestPrivEndToEnd(t *testing.T) {
+	rs := drivertest.Run(t, Driver{}, 11190,
+		driver.Spec{Test: "tcp_lat", MsgSize: 64, Duration: time.Second},
+		driver.Spec{Test: "udp_lat", MsgSize: 64, Duration: time.Second},
+	)
+	for _, r := range rs {
+		drivertest.CheckCommon(t, r)
+		drivertest.CheckLatency(t, r)
+		if r.Latency.RTTNs.P99 == nil || *r.Latency.RTTNs.P99 < *r.Latency.RTTNs.P50 {
+			t.Errorf("%s: percentiles %+v", r.Test, r.Latency.RTTNs)
 		}
 	}
 }

@@ -65,9 +65,7 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 	if spec.Test == result.TCPLat {
 		argv = append(argv, "--tcp")
 	}
-	if spec.Port != 0 {
-		argv = append(argv, "-p", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "-p", spec.Port)
 	return argv, nil
 }
 
@@ -76,11 +74,8 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // has a fixed 400 ms warmup of its own, recorded from its output; the spec's
 // warmup is not applied. Parallel connections are refused.
 func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := d.Supports(spec.Test); err != nil {
+	if err := driver.CheckClient(d, spec); err != nil {
 		return nil, err
-	}
-	if spec.Server == "" {
-		return nil, fmt.Errorf("sockperf: no server address given")
 	}
 	if spec.Parallel > 1 {
 		return nil, fmt.Errorf("sockperf ping-pong runs one connection; for --parallel %d use engine builtin", spec.Parallel)
@@ -99,9 +94,7 @@ func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
 		return nil, err
 	}
 	argv := []string{"sockperf", "ping-pong", "-i", spec.Server}
-	if spec.Port != 0 {
-		argv = append(argv, "-p", driver.Itoa(spec.Port))
-	}
+	argv = driver.WithPort(argv, "-p", spec.Port)
 	if spec.Test == result.TCPLat {
 		argv = append(argv, "--tcp")
 	}

@@ -160,8 +160,16 @@ static __always_inline int to_local(struct __sk_buff *skb, struct ethhdr *eth, s
 	return bpf_redirect_peer(ep->ifindex, 0);
 }
 
-SEC("tc")
-int from_pod(struct __sk_buff *skb)
+// The two hooks. Both deliver straight into a local pod; only what a pod
+// sends may also go out directly (another node's pod, a tunnel, a route).
+enum hook {
+	FROM_POD,
+	FROM_NETDEV,
+};
+
+// forward is both programs: called with a constant hook and inlined, each
+// program keeps only its own branches.
+static __always_inline int forward(struct __sk_buff *skb, enum hook from)
 {
 	struct ethhdr *eth;
 	struct iphdr *ip = parse(skb, &eth);
@@ -170,14 +178,16 @@ int from_pod(struct __sk_buff *skb)
 
 	__u32 daddr = ip->daddr;
 	struct endpoint *ep = bpf_map_lookup_elem(&endpoints, &daddr);
-	if (ep && (ep->flags & EP_REMOTE)) {
+	if (ep && !(ep->flags & EP_REMOTE))
+		return to_local(skb, eth, ip, ep);
+	if (from == FROM_NETDEV)
+		return pass();
+	if (ep) {
 		if (eth->h_dest[0] & 1)
 			return pass(); // not unicast: the bridge floods it
 		count(STAT_L2);
 		return bpf_redirect(ep->ifindex, 0);
 	}
-	if (ep)
-		return to_local(skb, eth, ip, ep);
 
 	struct lpm_v4 key = {.prefixlen = 32, .addr = daddr};
 	struct tunnel *t = bpf_map_lookup_elem(&tunnels, &key);
@@ -221,17 +231,15 @@ int from_pod(struct __sk_buff *skb)
 }
 
 SEC("tc")
+int from_pod(struct __sk_buff *skb)
+{
+	return forward(skb, FROM_POD);
+}
+
+SEC("tc")
 int from_netdev(struct __sk_buff *skb)
 {
-	struct ethhdr *eth;
-	struct iphdr *ip = parse(skb, &eth);
-	if (!ip)
-		return pass();
-	__u32 daddr = ip->daddr;
-	struct endpoint *ep = bpf_map_lookup_elem(&endpoints, &daddr);
-	if (!ep || (ep->flags & EP_REMOTE))
-		return pass();
-	return to_local(skb, eth, ip, ep);
+	return forward(skb, FROM_NETDEV);
 }
 
 char __license[] SEC("license") = "GPL";
