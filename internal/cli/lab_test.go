@@ -34,6 +34,28 @@ func runBin(t *testing.T, bin string, args ...string) (string, int) {
 	return out.String(), 0
 }
 
+// runBinStdout runs the built binary with args and returns its stdout and
+// stderr apart, for a command whose stdout is a document (--json).
+func runBinStdout(t *testing.T, bin string, args ...string) (stdout []byte, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	stdout, err = cmd.Output()
+	return stdout, e.String(), err
+}
+
+// startBin starts the built binary with args in the background (a server)
+// and kills it when the test ends.
+func startBin(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
 func TestLabUsageErrors(t *testing.T) {
 	wantUsageErrors(t, []usageCase{
 		{[]string{"lab", "up", "flannel"}, `unknown preset "flannel" (presets: host, veth`},

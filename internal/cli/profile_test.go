@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,14 +59,11 @@ func TestPrivClientProfile(t *testing.T) {
 	testns.NeedRoot(t)
 	bin := testns.Binary(t)
 	dir := t.TempDir()
-	srv := exec.Command(bin, "server", "--listen", "127.0.0.1:17391")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	startBin(t, bin, "server", "--listen", "127.0.0.1:17391")
 	time.Sleep(300 * time.Millisecond)
-	out, code := runBin(t, bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
-		"--duration", "500ms", "--warmup", "200ms", "--profile", "--profile-dir", dir)
+	client := []string{"client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
+		"--duration", "500ms", "--warmup", "200ms", "--profile"}
+	out, code := runBin(t, bin, append(client, "--profile-dir", dir)...)
 	if code != 0 || !strings.Contains(out, "client       tcp_lat 1B: ") || !strings.Contains(out, "CPU-µs per transaction") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -78,9 +73,7 @@ func TestPrivClientProfile(t *testing.T) {
 	}
 	// With --json the window's profile rides in the result set, as a
 	// Kubernetes client pod's log carries it to `k8s run --profile`.
-	cmd := exec.Command(bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
-		"--duration", "500ms", "--warmup", "200ms", "--profile", "--json")
-	js, err := cmd.Output()
+	js, _, err := runBinStdout(t, bin, append(client, "--json")...)
 	if err != nil {
 		t.Fatalf("client --profile --json: %v", err)
 	}
@@ -93,13 +86,9 @@ func TestPrivClientProfile(t *testing.T) {
 	}
 	// As a client pod runs it: progress on stdout ahead of the document,
 	// nothing on stderr, and the pod-log parser finds the set.
-	cmd = exec.Command(bin, "client", "--server", "127.0.0.1", "--port", "17391", "--test", "tcp_lat",
-		"--duration", "500ms", "--warmup", "200ms", "--profile", "--log-stdout", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	js, err = cmd.Output()
-	if err != nil || stderr.Len() != 0 || !strings.Contains(string(js), "CPU-µs per transaction") {
-		t.Fatalf("client --log-stdout --json: %v; stderr %q\n%.300s", err, stderr.String(), js)
+	js, stderr, err := runBinStdout(t, bin, append(client, "--log-stdout", "--json")...)
+	if err != nil || stderr != "" || !strings.Contains(string(js), "CPU-µs per transaction") {
+		t.Fatalf("client --log-stdout --json: %v; stderr %q\n%.300s", err, stderr, js)
 	}
 	if set, err := k8s.ParseClientLog(js); err != nil || len(set.Profiles) != 1 {
 		t.Fatalf("pod log parse: %v", err)

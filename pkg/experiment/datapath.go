@@ -2,10 +2,8 @@ package experiment
 
 import (
 	"context"
-	"sync"
-	"time"
+	"errors"
 
-	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -36,53 +34,18 @@ type meteredMeasurer struct {
 
 func (mm meteredMeasurer) Measure(ctx context.Context, req MeasureRequest) (*result.Result, error) {
 	var (
-		mu       sync.Mutex
-		started  bool
-		stopped  bool
-		finished bool
-		dp       *result.DatapathCPU
-		missing  map[string]string
-		why      = "the client ended before its warmup did"
-		timers   []*time.Timer
+		dp      *result.DatapathCPU
+		missing map[string]string
 	)
 	bg := context.WithoutCancel(ctx)
-	stop := func() { // mu held
-		if started && !stopped {
-			stopped = true
-			dp, missing = mm.m.Stop(bg)
-		}
-	}
-	outer := ctx // a --profile hook, if any, still runs
-	hook := func() {
-		driver.ClientStarted(outer)
-		mu.Lock()
-		defer mu.Unlock()
-		timers = append(timers, time.AfterFunc(req.Spec.Warmup, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if finished || started {
-				return
+	res, why, err := measureInWindow(ctx, mm.inner, req, "datapath meter",
+		func() error { return mm.m.Start(bg) },
+		func() error {
+			if dp, missing = mm.m.Stop(bg); dp == nil {
+				return errors.New("it gave no figures") // never "" as the reason cpu.datapath is missing
 			}
-			if err := mm.m.Start(bg); err != nil {
-				why = "start datapath meter: " + err.Error()
-				return
-			}
-			started = true
-			timers = append(timers, time.AfterFunc(req.Spec.Duration, func() {
-				mu.Lock()
-				defer mu.Unlock()
-				stop()
-			}))
-		}))
-	}
-	res, err := mm.inner.Measure(driver.WithClientStarted(ctx, hook), req)
-	mu.Lock()
-	defer mu.Unlock()
-	finished = true
-	for _, t := range timers {
-		t.Stop()
-	}
-	stop()
+			return nil
+		})
 	if res == nil {
 		return res, err
 	}

@@ -3,15 +3,14 @@ package experiment
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/driver/builtin"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
-	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // recordingLabs remembers the run ids of the labs it built, so the test can
@@ -62,11 +61,7 @@ arms:
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	labs := &recordingLabs{}
 	var log strings.Builder
 	id, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: Drivers{}, Sink: StoreSink{DB: db}, Progress: &log})

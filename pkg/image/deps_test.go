@@ -385,15 +385,7 @@ func TestPrivToolsRunFromLayer(t *testing.T) {
 	tools := installedTools(t)
 	layer, cfg, _ := toolsLayer(t)
 	dir := t.TempDir()
-	tr := tar.NewReader(bytes.NewReader(layer))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, layer, func(h *tar.Header, b []byte) {
 		p := filepath.Join(dir, h.Name)
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -403,12 +395,11 @@ func TestPrivToolsRunFromLayer(t *testing.T) {
 				t.Fatal(err)
 			}
 		case tar.TypeReg:
-			b, _ := io.ReadAll(tr)
 			if err := os.WriteFile(p, b, os.FileMode(h.Mode).Perm()); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
+	})
 	for _, tool := range tools {
 		c := exec.Command(tool, "--version")
 		c.Env = cfg.Config.Env

@@ -99,19 +99,26 @@ func TestDefaultRef(t *testing.T) {
 func readTar(t *testing.T, b []byte) (map[string][]byte, map[string]*tar.Header) {
 	t.Helper()
 	files, hdrs := map[string][]byte{}, map[string]*tar.Header{}
+	eachTarEntry(t, b, func(h *tar.Header, d []byte) { files[h.Name], hdrs[h.Name] = d, h })
+	return files, hdrs
+}
+
+// eachTarEntry calls f with each entry of the tar archive b and its
+// contents, in the archive's order.
+func eachTarEntry(t *testing.T, b []byte, f func(h *tar.Header, d []byte)) {
+	t.Helper()
 	tr := tar.NewReader(bytes.NewReader(b))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		d, _ := io.ReadAll(tr)
-		files[h.Name], hdrs[h.Name] = d, h
+		f(h, d)
 	}
-	return files, hdrs
 }
 
 func TestWriteArchive(t *testing.T) {

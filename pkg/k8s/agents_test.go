@@ -260,15 +260,11 @@ func TestExecuteWithAgentCPU(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioSameNode, ScenarioCrossNode}
 	o.Repeats = 1
 	o.AgentCPU = true
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	got := map[string]*result.DatapathCPU{}
 	if err := r.Execute(context.Background(), plan, o, func(s Sample) error {
 		got[s.Scenario] = s.Results[0].CPU.Datapath
@@ -298,9 +294,7 @@ func TestExecuteWithAgentCPU(t *testing.T) {
 		m.Spec.Containers[0].Args[1] != "agent-cpu" || m.Spec.ActiveDeadlineSeconds == nil || len(m.Spec.Tolerations) != 1 {
 		t.Errorf("meter pod %+v", m.Spec)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 
 	// Without --agent-cpu no meter runs and nothing is added.
 	fc2 := newFakeCluster(t, "n1")
@@ -325,14 +319,13 @@ func TestExecuteWithAgentCPU(t *testing.T) {
 func TestAgentCPUNodeWithoutAgentsGetsNoMeter(t *testing.T) {
 	fc := newFakeCluster(t, "n1")
 	fc.probe = &NodeProbe{KubeProxyMode: "ipvs", Agents: []string{}}
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios, o.Repeats, o.AgentCPU = []string{ScenarioSameNode}, 1, true
 	fc.logs = func(pod *corev1.Pod, _ string) ([]byte, error) {
 		set := result.Set{Schema: result.SetSchemaVersion, Results: []*result.Result{windowResult(time.Now())}}
 		return json.Marshal(set)
 	}
-	plan, _ := r.Prepare(context.Background(), o)
+	r, plan := fc.prepare(t, o)
 	var got *result.Result
 	if err := r.Execute(context.Background(), plan, o, func(s Sample) error { got = s.Results[0]; return nil }); err != nil {
 		t.Fatal(err)

@@ -66,17 +66,9 @@ func ParseAudit(b []byte) ([]Finding, error) {
 // each node's findings from the init container's log, and deletes the
 // DaemonSet (and the namespace, if it created it).
 func (r *Runner) Audit(ctx context.Context, o AuditOptions) (_ []NodeAudit, err error) {
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
+	podDefaults(&o.Namespace, &o.PullPolicy, &o.Log)
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
-	}
-	if o.PullPolicy == "" {
-		o.PullPolicy = corev1.PullIfNotPresent
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
 	}
 	if o.Image == "" {
 		return nil, errors.New("no image: pass --image")

@@ -157,14 +157,10 @@ func TestToolClientPodSpec(t *testing.T) {
 
 func TestExecuteToolEngine(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	r := fc.runner()
 	o := testOptions()
 	o.Engines = []EngineRun{{Name: "qperf", Tests: []string{"tcp_lat", "udp_lat"}}}
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	for _, p := range plan.Placements {
 		if (p.Skip != "") != (p.Scenario == ScenarioService) {
 			t.Errorf("%s: skip %q", p.Scenario, p.Skip)
@@ -197,25 +193,19 @@ func TestExecuteToolEngine(t *testing.T) {
 			}
 		}
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 // TestExecuteCrossCheck: one run, two engines, interleaved; the Service
 // scenario only with the first engine (its one Service fronts one server).
 func TestExecuteCrossCheck(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioCrossNode, ScenarioService}
 	o.Client.Tests = []string{"tcp_lat", "tcp_bw"}
 	o.Engines = []EngineRun{{Name: EngineBuiltin, Tests: []string{"tcp_lat", "tcp_bw"}}, {Name: "sockperf", Tests: []string{"tcp_lat"}}}
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	if len(plan.Steps) != 6 || plan.EngineSkips["service/sockperf"] == "" {
 		t.Fatalf("steps %+v skips %v", plan.Steps, plan.EngineSkips)
 	}
@@ -270,16 +260,11 @@ func TestExecuteCrossCheck(t *testing.T) {
 	if want := []string{"cnb-t3st-pod-cross-node-sockperf-srv", "cnb-t3st-pod-cross-node-srv", "cnb-t3st-service-srv"}; !slices.Equal(servers, want) {
 		t.Errorf("servers %v, want %v", servers, want)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 
 	// One scenario: the arms are ratios to the first engine's.
 	o.Scenarios = []string{ScenarioCrossNode}
-	plan, err = fc.runner().Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, plan = fc.prepare(t, o)
 	if run := StoreRun(plan, o, "v", ""); run.Baseline != ScenarioCrossNode || len(run.Arms) != 2 {
 		t.Errorf("baseline %q arms %+v", run.Baseline, run.Arms)
 	}
@@ -304,19 +289,13 @@ func TestExecuteImageWithoutTools(t *testing.T) {
 		}
 		return resultSet(p), nil
 	}
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioCrossNode}
 	o.Engines = []EngineRun{{Name: EngineBuiltin, Tests: []string{"tcp_lat"}}, {Name: "qperf", Tests: []string{"tcp_lat"}}}
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = r.Execute(context.Background(), plan, o, nil)
+	r, plan := fc.prepare(t, o)
+	err := r.Execute(context.Background(), plan, o, nil)
 	if err == nil || !strings.Contains(err.Error(), "cnibench image build --with-tools") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("want one line naming image build --with-tools, got %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }

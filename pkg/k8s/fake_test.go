@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -260,32 +262,32 @@ func (fc *fakeCluster) createdPods() []*corev1.Pod {
 // leftovers lists every cnibench object still in the fake cluster.
 func (fc *fakeCluster) leftovers(t *testing.T) []string {
 	t.Helper()
-	ctx := context.Background()
 	lo := metav1.ListOptions{LabelSelector: ManagedSelector}
-	var out []string
-	pods, _ := fc.cs.CoreV1().Pods("").List(ctx, lo)
-	for _, p := range pods.Items {
-		out = append(out, "pod/"+p.Name)
+	return listObjects(context.Background(), fc.cs, lo, append(slices.Clone(labeledKinds),
+		objectKind{"endpointslice", func(ctx context.Context, cs kubernetes.Interface, lo metav1.ListOptions) (runtime.Object, error) {
+			return cs.DiscoveryV1().EndpointSlices("").List(ctx, lo)
+		}},
+		objectKind{"namespace", func(ctx context.Context, cs kubernetes.Interface, lo metav1.ListOptions) (runtime.Object, error) {
+			return cs.CoreV1().Namespaces().List(ctx, lo)
+		}}))
+}
+
+// prepare plans a run of o on the fake cluster with a fresh runner; a
+// planning error fails the test.
+func (fc *fakeCluster) prepare(t *testing.T, o Options) (*Runner, *Plan) {
+	t.Helper()
+	r := fc.runner()
+	plan, err := r.Prepare(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	svcs, _ := fc.cs.CoreV1().Services("").List(ctx, lo)
-	for _, s := range svcs.Items {
-		out = append(out, "service/"+s.Name)
+	return r, plan
+}
+
+// wantClean fails the test if the run left any cnibench object behind.
+func (fc *fakeCluster) wantClean(t *testing.T) {
+	t.Helper()
+	if left := fc.leftovers(t); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
-	secs, _ := fc.cs.CoreV1().Secrets("").List(ctx, lo)
-	for _, s := range secs.Items {
-		out = append(out, "secret/"+s.Name)
-	}
-	sls, _ := fc.cs.DiscoveryV1().EndpointSlices("").List(ctx, lo)
-	for _, s := range sls.Items {
-		out = append(out, "endpointslice/"+s.Name)
-	}
-	dss, _ := fc.cs.AppsV1().DaemonSets("").List(ctx, lo)
-	for _, d := range dss.Items {
-		out = append(out, "daemonset/"+d.Name)
-	}
-	nss, _ := fc.cs.CoreV1().Namespaces().List(ctx, lo)
-	for _, n := range nss.Items {
-		out = append(out, "namespace/"+n.Name)
-	}
-	return out
 }

@@ -92,7 +92,6 @@ func TestExecuteStoresProbedFingerprint(t *testing.T) {
 		fc.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	}
 	fc.probe = &NodeProbe{KubeProxyMode: "nftables", Links: []string{"flannel.1:vxlan"}, Agents: []string{"flanneld", "kube-proxy"}}
-	r := fc.runner()
 	o := testOptions()
 	o.Repeats = 1
 	var seen *Cluster
@@ -104,10 +103,7 @@ func TestExecuteStoresProbedFingerprint(t *testing.T) {
 		seen = c
 		return nil
 	}
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	if err := r.Execute(ctx, plan, o, func(Sample) error { sampled = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +115,5 @@ func TestExecuteStoresProbedFingerprint(t *testing.T) {
 		run.Host.Notes["kube_proxy_mode"] != "nftables" || !strings.Contains(run.Host.Hostname, "[flannel vxlan, kube-proxy nftables]") {
 		t.Errorf("stored run: labels %v host %+v", run.Labels, run.Host)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }

@@ -56,17 +56,13 @@ func TestProfilesFromClientLog(t *testing.T) {
 		}
 		return json.Marshal(set)
 	}
-	r := fc.runner()
 	o := testOptions()
 	o.Client.Profile = true
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	var all []*store.Profile
 	seq := 0
-	err = r.Execute(ctx, plan, o, func(s Sample) error {
+	err := r.Execute(ctx, plan, o, func(s Sample) error {
 		if len(s.Profiles) != len(s.Results) || len(s.Results) == 0 {
 			t.Errorf("sample %s: %d profiles for %d results", s.Pod, len(s.Profiles), len(s.Results))
 		}

@@ -41,12 +41,8 @@ func (m *memSink) End(_ int64, complete bool, status string) error {
 // the runner's error as its status.
 func TestRecordStoresThroughSink(t *testing.T) {
 	fc := failingServiceClients(t)
-	r := fc.runner()
 	o := testOptions()
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	sink := &memSink{}
 	rec, err := r.Record(context.Background(), plan, o, []int{1}, sink, "test", "# flags\n")
 	if err == nil || rec.RunID != 42 || sink.run == nil || sink.complete || sink.status != err.Error() {

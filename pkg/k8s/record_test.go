@@ -1,10 +1,10 @@
 package k8s
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -33,11 +33,7 @@ func TestStoreRunAndSamples(t *testing.T) {
 		t.Errorf("host %+v", run.Host)
 	}
 
-	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	id, err := db.CreateRun(run)
 	if err != nil {
 		t.Fatal(err)

@@ -71,9 +71,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
+	podDefaults(&o.Namespace, &o.PullPolicy, &o.Log)
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
@@ -86,11 +84,19 @@ func (o *Options) defaults() {
 	if o.MeasureTimeout <= 0 {
 		o.MeasureTimeout = 10 * time.Minute
 	}
-	if o.PullPolicy == "" {
-		o.PullPolicy = corev1.PullIfNotPresent
+}
+
+// podDefaults fills in what a run and an audit, which both start cnibench
+// pods, default alike: the namespace, the image pull policy and the log.
+func podDefaults(namespace *string, pull *corev1.PullPolicy, log *io.Writer) {
+	if *namespace == "" {
+		*namespace = DefaultNamespace
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
+	if *pull == "" {
+		*pull = corev1.PullIfNotPresent
+	}
+	if *log == nil {
+		*log = io.Discard
 	}
 }
 
@@ -788,17 +794,7 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 			api := cs.CoreV1().Services(n)
 			gone("services in "+n, deleteAll(ctx, names, lo,
 				func(ctx context.Context) error { return deleteServiceCollection(ctx, cs, n, lo) },
-				func(ctx context.Context) ([]string, error) {
-					l, err := api.List(ctx, lo)
-					if err != nil {
-						return nil, err
-					}
-					var out []string
-					for _, s := range l.Items {
-						out = append(out, s.Name)
-					}
-					return out, nil
-				},
+				func(ctx context.Context) ([]string, error) { return objectNames(api.List(ctx, lo)) },
 				func(ctx context.Context, name string) error { return api.Delete(ctx, name, do) }))
 		}
 	}
@@ -825,27 +821,7 @@ func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duratio
 	}
 	// Objects first, by listing: a namespace we may not list or delete can
 	// still hold cnibench objects we may delete.
-	var objs []string
-	if ds, err := cs.AppsV1().DaemonSets("").List(ctx, lo); err == nil {
-		for _, d := range ds.Items {
-			objs = append(objs, "daemonset/"+d.Namespace+"/"+d.Name)
-		}
-	}
-	if s, err := cs.CoreV1().Services("").List(ctx, lo); err == nil {
-		for _, x := range s.Items {
-			objs = append(objs, "service/"+x.Namespace+"/"+x.Name)
-		}
-	}
-	if p, err := cs.CoreV1().Pods("").List(ctx, lo); err == nil {
-		for _, x := range p.Items {
-			objs = append(objs, "pod/"+x.Namespace+"/"+x.Name)
-		}
-	}
-	if sc, err := cs.CoreV1().Secrets("").List(ctx, lo); err == nil {
-		for _, x := range sc.Items {
-			objs = append(objs, "secret/"+x.Namespace+"/"+x.Name)
-		}
-	}
+	objs := listObjects(ctx, cs, lo, labeledKinds)
 	if err := deleteLabeled(ctx, cs, "", ManagedSelector); err != nil {
 		return nil, err
 	}

@@ -36,13 +36,9 @@ func argAfter(args []string, flag string) string {
 
 func TestExecuteAllScenariosTwoNodes(t *testing.T) {
 	fc := newFakeCluster(t, "n2", "n1")
-	r := fc.runner()
 	o := testOptions()
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	if plan.Cluster.Version != "v1.31.4" || len(plan.Cluster.Nodes) != 2 || plan.Cluster.CNI != cniUnknown {
 		t.Errorf("fingerprint: %+v", plan.Cluster)
 	}
@@ -127,20 +123,14 @@ func TestExecuteAllScenariosTwoNodes(t *testing.T) {
 			t.Errorf("%s: labels %v namespace %s", p.Name, p.Labels, p.Namespace)
 		}
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestExecuteOneNodeSkipsCrossNode(t *testing.T) {
 	fc := newFakeCluster(t, "only")
-	r := fc.runner()
 	o := testOptions()
 	o.Repeats = 1
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	skipped := map[string]string{}
 	for _, p := range plan.Placements {
 		if p.Skip != "" {
@@ -168,39 +158,27 @@ func TestExecuteCleansUpWhenServerFails(t *testing.T) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{
 			Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: `Container image "localhost/cnibench:test" is not present with pull policy of Never`}}}}
 	}
-	r := fc.runner()
 	o := testOptions()
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = r.Execute(context.Background(), plan, o, nil)
+	r, plan := fc.prepare(t, o)
+	err := r.Execute(context.Background(), plan, o, nil)
 	if err == nil || !strings.Contains(err.Error(), "image pull error") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("want a one-line image pull error, got %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind after failure: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestExecuteUnschedulableTimesOut(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioSameNode}
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	// The node vanishes between planning and scheduling.
 	delete(fc.nodes, "n1")
-	err = r.Execute(context.Background(), plan, o, nil)
+	err := r.Execute(context.Background(), plan, o, nil)
 	if err == nil || !strings.Contains(err.Error(), "unschedulable") || !strings.Contains(err.Error(), "not ready after") {
 		t.Fatalf("want unschedulable after timeout, got %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 // failingServiceClients is a two-node cluster whose service scenario's
@@ -225,9 +203,8 @@ func failingServiceClients(t *testing.T) *fakeCluster {
 
 func TestExecuteClientFailureIsRecordedAndRunContinues(t *testing.T) {
 	fc := failingServiceClients(t)
-	r := fc.runner()
 	o := testOptions()
-	plan, _ := r.Prepare(context.Background(), o)
+	r, plan := fc.prepare(t, o)
 	var samples []Sample
 	err := r.Execute(context.Background(), plan, o, func(s Sample) error { samples = append(samples, s); return nil })
 	if err == nil || !strings.Contains(err.Error(), "2 of 8 client pods failed") {
@@ -242,16 +219,13 @@ func TestExecuteClientFailureIsRecordedAndRunContinues(t *testing.T) {
 			t.Errorf("failure does not carry the log line: %s", s.Error)
 		}
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestExecuteCancelCleansUp(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	r := fc.runner()
 	o := testOptions()
-	plan, _ := r.Prepare(context.Background(), o)
+	r, plan := fc.prepare(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
 	err := r.Execute(ctx, plan, o, func(Sample) error {
@@ -263,9 +237,7 @@ func TestExecuteCancelCleansUp(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted after 3 of 8") {
 		t.Fatalf("want interrupted after 3 of 8, got %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind after cancel: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestExecuteKeepsForeignNamespace(t *testing.T) {
@@ -274,19 +246,16 @@ func TestExecuteKeepsForeignNamespace(t *testing.T) {
 	if _, err := fc.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "perf"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := fc.runner()
 	o := testOptions()
 	o.Namespace, o.Repeats = "perf", 1
-	plan, _ := r.Prepare(ctx, o)
+	r, plan := fc.prepare(t, o)
 	if err := r.Execute(ctx, plan, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fc.cs.CoreV1().Namespaces().Get(ctx, "perf", metav1.GetOptions{}); err != nil {
 		t.Errorf("the user's namespace was deleted: %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestExecuteRBACDenied(t *testing.T) {
@@ -294,16 +263,13 @@ func TestExecuteRBACDenied(t *testing.T) {
 	fc.cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New(`User "dev" cannot create resource "pods" in API group "" in the namespace "cnibench"`))
 	})
-	r := fc.runner()
 	o := testOptions()
-	plan, _ := r.Prepare(context.Background(), o)
+	r, plan := fc.prepare(t, o)
 	err := r.Execute(context.Background(), plan, o, nil)
 	if err == nil || !strings.Contains(err.Error(), "RBAC denied: cannot create server pod") {
 		t.Fatalf("want RBAC denied, got %v", err)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestClean(t *testing.T) {
@@ -330,9 +296,7 @@ func TestClean(t *testing.T) {
 	if len(removed) != 5 {
 		t.Errorf("removed %v, want 2 pods, 1 service, 1 secret, 1 namespace", removed)
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 	if _, err := fc.cs.CoreV1().Pods("team").Get(ctx, "their-app", metav1.GetOptions{}); err != nil {
 		t.Errorf("clean deleted a pod it did not create: %v", err)
 	}
@@ -378,9 +342,7 @@ func TestAudit(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestAuditReportsFailedNode(t *testing.T) {

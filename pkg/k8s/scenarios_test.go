@@ -90,14 +90,10 @@ func TestExecuteNewScenarios(t *testing.T) {
 		deleted = append(deleted, a.(k8stesting.DeleteAction).GetName())
 		return false, nil, nil
 	})
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = AllScenarios
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	targets := map[string][]string{}
 	if err := r.Execute(ctx, plan, o, func(s Sample) error {
 		if s.Error != "" {
@@ -173,9 +169,7 @@ func TestExecuteNewScenarios(t *testing.T) {
 			t.Errorf("hairpin service %s not deleted after its repeat (deleted: %v)", s.Name, deleted)
 		}
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 func TestPrepareSkipsHairpinOnOldCluster(t *testing.T) {
@@ -183,10 +177,7 @@ func TestPrepareSkipsHairpinOnOldCluster(t *testing.T) {
 	fc.cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.28.9"}
 	o := testOptions()
 	o.Scenarios = []string{ScenarioHairpin, ScenarioSameNode}
-	plan, err := fc.runner().Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, plan := fc.prepare(t, o)
 	if p := placementMap(plan.Placements)[ScenarioHairpin]; !strings.Contains(p.Skip, "native sidecar") || !strings.Contains(p.Skip, "v1.28.9") {
 		t.Errorf("hairpin on 1.28: %+v", p)
 	}
@@ -201,16 +192,12 @@ func TestHairpinServiceCreateFailsIsASample(t *testing.T) {
 	fc.cs.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "x", errors.New("denied"))
 	})
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioHairpin}
 	o.Repeats = 1
-	plan, err := r.Prepare(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	var got []Sample
-	err = r.Execute(context.Background(), plan, o, func(s Sample) error { got = append(got, s); return nil })
+	err := r.Execute(context.Background(), plan, o, func(s Sample) error { got = append(got, s); return nil })
 	if err == nil || len(got) != 1 || !strings.Contains(got[0].Error, "hairpin service") {
 		t.Fatalf("err %v samples %+v", err, got)
 	}
@@ -232,10 +219,7 @@ func TestPrepareChoosesNodePairByLabel(t *testing.T) {
 	o := testOptions()
 	o.Scenarios = []string{ScenarioSameNode, ScenarioCrossNode}
 	o.ClientSelector, o.ServerSelector = "zone=b", "zone in (b,c)"
-	plan, err := fc.runner().Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, plan := fc.prepare(t, o)
 	m := placementMap(plan.Placements)
 	// The server avoids the client's node when another node matches.
 	if p := m[ScenarioCrossNode]; p.ClientNode != "b1" || p.ServerNode != "b2" {

@@ -294,17 +294,7 @@ func deleteSlices(ctx context.Context, cs kubernetes.Interface, ns, selector str
 		api := cs.DiscoveryV1().EndpointSlices(n)
 		err := deleteAll(ctx, names, lo,
 			func(ctx context.Context) error { return api.DeleteCollection(ctx, metav1.DeleteOptions{}, lo) },
-			func(ctx context.Context) ([]string, error) {
-				l, err := api.List(ctx, lo)
-				if err != nil {
-					return nil, err
-				}
-				var out []string
-				for _, s := range l.Items {
-					out = append(out, s.Name)
-				}
-				return out, nil
-			},
+			func(ctx context.Context) ([]string, error) { return objectNames(api.List(ctx, lo)) },
 			func(ctx context.Context, name string) error { return api.Delete(ctx, name, metav1.DeleteOptions{}) })
 		if err != nil {
 			errs = append(errs, APIError("delete", "endpointslices in "+n, err))

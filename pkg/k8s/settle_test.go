@@ -68,16 +68,12 @@ func TestSettleIdleFlag(t *testing.T) {
 // probe before the first client pod, and nothing is left afterwards.
 func TestExecuteSettle(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	r := fc.runner()
 	o := testOptions()
 	o.SettleIdle = 70
 	var log bytes.Buffer
 	o.Log = &log
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	if err := r.Execute(ctx, plan, o, func(Sample) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +96,7 @@ func TestExecuteSettle(t *testing.T) {
 	if !strings.Contains(log.String(), "settle: n1: 93 % idle") {
 		t.Errorf("log does not report the settle: %s", log.String())
 	}
-	if left := fc.leftovers(t); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
+	fc.wantClean(t)
 }
 
 // TestExecuteSettleTimeoutMeasuresAnyway: a node that never settles is a
@@ -114,17 +108,13 @@ func TestExecuteSettleTimeoutMeasuresAnyway(t *testing.T) {
 			pod.Status.Phase = corev1.PodFailed
 		}
 	}
-	r := fc.runner()
 	o := testOptions()
 	o.Scenarios = []string{ScenarioCrossNode}
 	o.SettleIdle = 70
 	var log bytes.Buffer
 	o.Log = &log
 	ctx := context.Background()
-	plan, err := r.Prepare(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, plan := fc.prepare(t, o)
 	measured := 0
 	if err := r.Execute(ctx, plan, o, func(Sample) error { measured++; return nil }); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,9 @@ package report
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"testing"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -14,46 +14,41 @@ import (
 // arms, the four qperf-style tests at 1 B, five repeats (100 samples each).
 func fill100Runs(b *testing.B) string {
 	b.Helper()
-	path := filepath.Join(b.TempDir(), "results.db")
-	db, err := store.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	arms := []string{"host", "veth", "bridge", "native", "vxlan"}
-	for i := 0; i < 100; i++ {
-		run := &store.Run{Name: fmt.Sprintf("bench-%03d", i), Kind: store.KindLab, Baseline: "host", Complete: true,
-			Status: "ok", Started: t0, Host: ubuntu20}
-		for _, a := range arms {
-			run.Arms = append(run.Arms, store.Arm{Name: a, Topology: a, Engine: "builtin"})
-		}
-		id, err := db.CreateRun(run)
-		if err != nil {
-			b.Fatal(err)
-		}
-		seq := 0
-		for rep := 0; rep < 5; rep++ {
-			for _, test := range []string{result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW} {
-				for k, a := range arms {
-					f := (1 + 0.1*float64(k)) * (1 + jitter[(rep+i)%5])
-					var r *result.Result
-					if test == result.TCPBW || test == result.UDPBW {
-						r = bwResult(test, 1, 20/f, 30, 60, "")
-					} else {
-						r = latResult(test, 1, 12*f, 0.3, "cnibench")
+	return storetest.New(b, func(db *store.DB) {
+		arms := []string{"host", "veth", "bridge", "native", "vxlan"}
+		for i := 0; i < 100; i++ {
+			run := &store.Run{Name: fmt.Sprintf("bench-%03d", i), Kind: store.KindLab, Baseline: "host", Complete: true,
+				Status: "ok", Started: t0, Host: ubuntu20}
+			for _, a := range arms {
+				run.Arms = append(run.Arms, store.Arm{Name: a, Topology: a, Engine: "builtin"})
+			}
+			id, err := db.CreateRun(run)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seq := 0
+			for rep := 0; rep < 5; rep++ {
+				for _, test := range []string{result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW} {
+					for k, a := range arms {
+						f := (1 + 0.1*float64(k)) * (1 + jitter[(rep+i)%5])
+						var r *result.Result
+						if test == result.TCPBW || test == result.UDPBW {
+							r = bwResult(test, 1, 20/f, 30, 60, "")
+						} else {
+							r = latResult(test, 1, 12*f, 0.3, "cnibench")
+						}
+						if err := db.AddSample(&store.Sample{RunID: id, Seq: seq, Arm: a, Engine: "builtin", Test: test, MsgSize: 1, Repeat: rep, Result: r}); err != nil {
+							b.Fatal(err)
+						}
+						seq++
 					}
-					if err := db.AddSample(&store.Sample{RunID: id, Seq: seq, Arm: a, Engine: "builtin", Test: test, MsgSize: 1, Repeat: rep, Result: r}); err != nil {
-						b.Fatal(err)
-					}
-					seq++
 				}
 			}
+			if err := db.FinishRun(id, true, "ok"); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := db.FinishRun(id, true, "ok"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return path
+	})
 }
 
 func load100(b *testing.B, path string) []Input {

@@ -61,21 +61,21 @@ func fromResult(name, label string, paths ...string) metric {
 // Transfer is not among result.Metrics: the Cilium table shows it, so the
 // report derives it from the byte counters.
 var (
-	mSenderGB = metric{Metric: result.Metric{Name: "sender_gbytes", Unit: "GB", HigherIsBetter: true,
-		Get: func(r *result.Result) (float64, bool) {
-			if r.Throughput == nil || r.Throughput.BytesSent == nil {
-				return 0, false
-			}
-			return float64(*r.Throughput.BytesSent) / 1e9, true
-		}}, Label: "transfer (sender)", missingPaths: []string{"throughput.bytes_sent", "throughput"}}
-	mReceiverGB = metric{Metric: result.Metric{Name: "receiver_gbytes", Unit: "GB", HigherIsBetter: true,
-		Get: func(r *result.Result) (float64, bool) {
-			if r.Throughput == nil || r.Throughput.BytesReceived == nil {
-				return 0, false
-			}
-			return float64(*r.Throughput.BytesReceived) / 1e9, true
-		}}, Label: "transfer (receiver)", missingPaths: []string{"throughput.bytes_received", "throughput"}}
+	mSenderGB   = transferGB("sender", "bytes_sent", func(t *result.Throughput) *int64 { return t.BytesSent })
+	mReceiverGB = transferGB("receiver", "bytes_received", func(t *result.Throughput) *int64 { return t.BytesReceived })
 )
+
+// transferGB is the metric "<side>_gbytes": the byte counter of the
+// throughput that bytes picks, field being its JSON name.
+func transferGB(side, field string, bytes func(*result.Throughput) *int64) metric {
+	return metric{Metric: result.Metric{Name: side + "_gbytes", Unit: "GB", HigherIsBetter: true,
+		Get: func(r *result.Result) (float64, bool) {
+			if r.Throughput == nil || bytes(r.Throughput) == nil {
+				return 0, false
+			}
+			return float64(*bytes(r.Throughput)) / 1e9, true
+		}}, Label: "transfer (" + side + ")", missingPaths: []string{"throughput." + field, "throughput"}}
+}
 
 var (
 	mOneWay    = fromResult("one_way_mean_us", "one-way mean", "latency.one_way_ns.mean", "latency.one_way_ns", "latency")

@@ -2,22 +2,19 @@ package stages
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // A run without profiles has no stage report, and explaining it is
 // ErrNotProfiled with what to do.
 func TestExplainRunNotProfiled(t *testing.T) {
-	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.Open(t)
 	run := &store.Run{Name: "plain", Kind: store.KindLab, Started: time.Now()}
+	var err error
 	if run.ID, err = db.CreateRun(run); err != nil {
 		t.Fatal(err)
 	}
