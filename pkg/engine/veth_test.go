@@ -322,26 +322,15 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 	srv := serveIn(t, p.A, p.AIP.String()+":7420")
 	// Stop the server 150 ms in every 400 ms while the client runs, so some
 	// stops fall in the measured interval however slowly the client starts.
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			_ = srv.Process.Signal(unix.SIGSTOP)
-			time.Sleep(150 * time.Millisecond)
-			_ = srv.Process.Signal(unix.SIGCONT)
-		}
-	}()
+	stopStopping := testns.Repeat(t, 250*time.Millisecond, func() {
+		_ = srv.Process.Signal(unix.SIGSTOP)
+		time.Sleep(150 * time.Millisecond)
+		_ = srv.Process.Signal(unix.SIGCONT)
+	})
 	devBefore, backlogBefore := vethDrops(t, p), softnetDrops(t)
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
 		"--duration", "1500ms", "--warmup", "200ms", "--json")
-	close(done)
-	<-stopped
+	stopStopping()
 	// Under heavy load the receiving CPU's backlog can overflow too: veth
 	// counts some of those drops on its devices, the rest only the CPU's
 	// softnet_stat (host-wide, so it may hold others' drops too: it only

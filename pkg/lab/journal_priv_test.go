@@ -148,8 +148,7 @@ func TestPrivUpCancelledAfterHostChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var seen atomic.Bool
-	done := make(chan struct{})
-	stopped := make(chan struct{})
+	stopWatching := func() {}
 	log := writerFunc(func(p []byte) {
 		if !strings.Contains(string(p), "host-wide") {
 			return
@@ -157,22 +156,14 @@ func TestPrivUpCancelledAfterHostChange(t *testing.T) {
 		// The change follows this line: cancel now, and watch the host
 		// until Up has returned to prove the change was made.
 		cancel()
-		go func() {
-			defer close(stopped)
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil && strings.TrimSpace(string(b)) == want {
-					seen.Store(true)
-				}
+		stopWatching = testns.Repeat(t, 0, func() {
+			if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil && strings.TrimSpace(string(b)) == want {
+				seen.Store(true)
 			}
-		}()
+		})
 	})
 	l, err := Up(ctx, s, UpOptions{Log: log})
-	close(done)
+	stopWatching()
 	if err == nil {
 		downOnCleanup(t, l)
 		t.Fatal("Up succeeded after its ctx was cancelled")
@@ -180,7 +171,6 @@ func TestPrivUpCancelledAfterHostChange(t *testing.T) {
 	if !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("want an interrupted error, got %v", err)
 	}
-	<-stopped
 	// The window between the write and the rollback is a few µs, so the
 	// watcher need not catch it on a loaded 2-core machine; what must hold
 	// is the restore below, whichever side of the cancel the write fell.
