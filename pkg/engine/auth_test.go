@@ -157,9 +157,7 @@ func rawControl(t *testing.T, s *Server) net.Conn {
 		t.Fatal(err)
 	}
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	var pre [preambleLen]byte
-	putPreamble(pre[:], kindControl, 0, 0)
-	if _, err := c.Write(pre[:]); err != nil {
+	if _, err := c.Write(preamble(kindControl, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	return c

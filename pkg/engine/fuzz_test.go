@@ -23,11 +23,8 @@ import (
 
 // FuzzPreamble: any 12 bytes either are refused or round-trip exactly.
 func FuzzPreamble(f *testing.F) {
-	var b [preambleLen]byte
-	putPreamble(b[:], kindControl, 1, 0)
-	f.Add(b[:])
-	putPreamble(b[:], kindCRR, math.MaxUint32, 7)
-	f.Add(b[:])
+	f.Add(preamble(kindControl, 1, 0))
+	f.Add(preamble(kindCRR, math.MaxUint32, 7))
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -35,9 +32,7 @@ func FuzzPreamble(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var out [preambleLen]byte
-		putPreamble(out[:], kind, session, stream)
-		if !bytes.Equal(out[:], in[:preambleLen]) {
+		if out := preamble(kind, session, stream); !bytes.Equal(out, in[:preambleLen]) {
 			t.Fatalf("preamble %x parsed as (%q,%d,%d) which writes %x", in[:preambleLen], kind, session, stream, out)
 		}
 	})
@@ -175,19 +170,16 @@ func FuzzServerSession(f *testing.F) {
 	hello := frame(&Msg{Type: msgHello, Proto: ProtoVersion, Version: "fuzz"})
 	setup := frame(&Msg{Type: msgSetup, Setup: &Setup{Test: result.TCPLat, MsgSize: 1, Parallel: 1, DurationNs: int64(50 * time.Millisecond)}})
 	start, stop := frame(&Msg{Type: msgStart}), frame(&Msg{Type: msgStop, UDPSent: []int64{5}})
-	var pre [preambleLen]byte
-	putPreamble(pre[:], kindControl, 0, 0)
+	pre := preamble(kindControl, 0, 0)
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	f.Add(cat(pre[:], hello, setup, start, stop))
-	f.Add(cat(pre[:], hello, stop, start, setup))
-	f.Add(cat(pre[:], setup))
-	f.Add(cat(pre[:], hello, hello, hello))
-	f.Add(cat(pre[:], []byte{0, 0, 0, 0}))
-	f.Add(cat(pre[:], frame(&Msg{Type: msgSetup, Setup: &Setup{Test: result.UDPBW, MsgSize: 1, Parallel: 128, DurationNs: 1}})))
-	putPreamble(pre[:], kindData, 1, 0)
-	f.Add(cat(pre[:], []byte("xxxx")))
-	putPreamble(pre[:], kindCRR, 9, 9)
-	f.Add(cat(pre[:], []byte{1}))
+	f.Add(cat(pre, hello, setup, start, stop))
+	f.Add(cat(pre, hello, stop, start, setup))
+	f.Add(cat(pre, setup))
+	f.Add(cat(pre, hello, hello, hello))
+	f.Add(cat(pre, []byte{0, 0, 0, 0}))
+	f.Add(cat(pre, frame(&Msg{Type: msgSetup, Setup: &Setup{Test: result.UDPBW, MsgSize: 1, Parallel: 128, DurationNs: 1}})))
+	f.Add(cat(preamble(kindData, 1, 0), []byte("xxxx")))
+	f.Add(cat(preamble(kindCRR, 9, 9), []byte{1}))
 
 	s, err := Listen(ServerOptions{Listen: "127.0.0.1:0", Version: "fuzz", MaxSession: 2 * time.Second})
 	if err != nil {

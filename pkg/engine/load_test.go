@@ -148,7 +148,6 @@ func hostilePeer(ctx context.Context, addr string, rng *rand.Rand) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
-	var pre [preambleLen]byte
 	switch rng.IntN(7) {
 	case 0: // garbage
 		b := make([]byte, 1+rng.IntN(512))
@@ -159,25 +158,21 @@ func hostilePeer(ctx context.Context, addr string, rng *rand.Rand) {
 	case 1: // connect and say nothing until the server gives up
 		waitClosed(ctx, c)
 	case 2: // a hello, then silence
-		putPreamble(pre[:], kindControl, 0, 0)
-		_, _ = c.Write(pre[:])
+		_, _ = c.Write(preamble(kindControl, 0, 0))
 		_ = writeMsg(c, &Msg{Type: msgHello, Proto: ProtoVersion})
 		waitClosed(ctx, c)
 	case 3: // an oversized frame length
-		putPreamble(pre[:], kindControl, 0, 0)
-		_, _ = c.Write(append(pre[:], 0x7f, 0xff, 0xff, 0xff, '{'))
+		_, _ = c.Write(append(preamble(kindControl, 0, 0), 0x7f, 0xff, 0xff, 0xff, '{'))
 		waitClosed(ctx, c)
 	case 4: // a valid session that vanishes after setup
-		putPreamble(pre[:], kindControl, 0, 0)
-		_, _ = c.Write(pre[:])
+		_, _ = c.Write(preamble(kindControl, 0, 0))
 		_ = writeMsg(c, &Msg{Type: msgHello, Proto: ProtoVersion})
 		if _, err := readMsg(c, msgWelcome); err == nil {
 			_ = writeMsg(c, &Msg{Type: msgSetup, Setup: &Setup{Test: result.TCPBW, MsgSize: 65536, Parallel: 8, DurationNs: int64(time.Second)}})
 			_, _ = readMsg(c, msgReady)
 		}
 	case 5: // data streams for sessions that do not exist
-		putPreamble(pre[:], kindData, rng.Uint32(), rng.Uint32N(8))
-		_, _ = c.Write(append(pre[:], bytes.Repeat([]byte{1}, 1024)...))
+		_, _ = c.Write(append(preamble(kindData, rng.Uint32(), rng.Uint32N(8)), bytes.Repeat([]byte{1}, 1024)...))
 	case 6: // a burst of junk datagrams on the UDP port
 		u, err := net.Dial("udp", addr)
 		if err == nil {

@@ -219,17 +219,14 @@ func TestMalformedClients(t *testing.T) {
 			_, _ = c.Read(make([]byte, 16))
 		}
 	}
-	pre := make([]byte, preambleLen)
-	putPreamble(pre, kindControl, 0, 0)
+	pre := preamble(kindControl, 0, 0)
 	huge := append(append([]byte{}, pre...), 0xff, 0xff, 0xff, 0xff)
 	badJSON := append(append([]byte{}, pre...), 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o')
 	wrongMsg, _ := json.Marshal(Msg{Type: msgStop})
 	wrong := append(append([]byte{}, pre...), 0, 0, 0, byte(len(wrongMsg)))
 	wrong = append(wrong, wrongMsg...)
-	data := make([]byte, preambleLen)
-	putPreamble(data, kindData, 12345, 0)
-	crr := make([]byte, preambleLen+1)
-	putPreamble(crr, kindCRR, 999, 0)
+	data := preamble(kindData, 12345, 0)
+	crr := append(preamble(kindCRR, 999, 0), 0)
 	for _, b := range [][]byte{[]byte("GET / HTTP/1.0\r\n\r\n"), {}, pre, huge, badJSON, wrong, data, crr, []byte("CNB")} {
 		send(b, false)
 		send(b, true)

@@ -10,10 +10,16 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
+// preamble returns the bytes that open a connection of kind, as the client
+// writes them.
+func preamble(kind byte, session, stream uint32) []byte {
+	b := make([]byte, preambleLen)
+	putPreamble(b, kind, session, stream)
+	return b
+}
+
 func TestPreamble(t *testing.T) {
-	var b [preambleLen]byte
-	putPreamble(b[:], kindData, 0xdeadbeef, 7)
-	k, s, st, err := parsePreamble(b[:])
+	k, s, st, err := parsePreamble(preamble(kindData, 0xdeadbeef, 7))
 	if err != nil || k != kindData || s != 0xdeadbeef || st != 7 {
 		t.Fatalf("round trip: %c %x %d %v", k, s, st, err)
 	}
