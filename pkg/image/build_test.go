@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cnibench/cnibench/internal/fixture"
 )
 
 func TestBuildRefusesBadOptionsWritingNothing(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "img.tar")
-	notStatic := fixture.File(t, "script", "#!/bin/sh\n")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "img.tar")
+	notStatic := filepath.Join(dir, "script")
+	os.WriteFile(notStatic, []byte("#!/bin/sh\n"), 0o755)
 	noTools := errors.New("qperf is not installed: apt-get install qperf")
 	for _, tc := range []struct {
 		name    string
