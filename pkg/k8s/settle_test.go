@@ -49,21 +49,6 @@ func TestWaitIdle(t *testing.T) {
 	}
 }
 
-func TestSettleIdleFlag(t *testing.T) {
-	f := RunFlags{Scenarios: "service", Tests: "tcp_lat", MsgSizes: "1", Duration: time.Second, Parallel: 1, Repeats: 1}
-	for _, v := range []float64{-1, 0.5, 100, 250} {
-		f.SettleIdle = v
-		var fe *FlagError
-		if _, _, err := f.Options(); !errors.As(err, &fe) || !strings.Contains(err.Error(), "--settle-idle") {
-			t.Errorf("--settle-idle %g: %v, want a flag error", v, err)
-		}
-	}
-	f.SettleIdle = 70
-	if o, _, err := f.Options(); err != nil || o.SettleIdle != 70 {
-		t.Errorf("--settle-idle 70: %v, %v", o.SettleIdle, err)
-	}
-}
-
 // TestExecuteSettle: with SettleIdle every client node gets a wait-idle
 // probe before the first client pod, and nothing is left afterwards.
 func TestExecuteSettle(t *testing.T) {
