@@ -69,10 +69,10 @@ func TestRecordStoresThroughSink(t *testing.T) {
 }
 
 func TestRunFlags(t *testing.T) {
-	ok := RunFlags{Scenarios: "all", Tests: "tcp_lat, udp_bw", MsgSizes: "64,1K", Duration: time.Second, Parallel: 1, Repeats: 2}
+	ok := RunFlags{Scenarios: "all", Tests: "tcp_lat, udp_bw", MsgSizes: "64,1K", Duration: time.Second, Parallel: 1, Repeats: 2, SettleIdle: 70}
 	o, sizes, err := ok.Options()
 	if err != nil || len(o.Scenarios) != len(AllScenarios) || len(o.Client.Tests) != 2 || o.Client.MsgSizes != "64,1K" ||
-		sizes[1] != 1024 || o.Client.Duration != "1s" || o.MeasureTimeout != 4*2*time.Second+2*time.Minute {
+		sizes[1] != 1024 || o.Client.Duration != "1s" || o.MeasureTimeout != 4*2*time.Second+2*time.Minute || o.SettleIdle != 70 {
 		t.Fatalf("%+v %v %v", o, sizes, err)
 	}
 	for _, c := range []struct {
@@ -86,6 +86,10 @@ func TestRunFlags(t *testing.T) {
 		{func(f *RunFlags) { f.Repeats = 0 }, "--repeats"},
 		{func(f *RunFlags) { f.Services = MaxServices + 1 }, "--services"},
 		{func(f *RunFlags) { f.Warmup = -time.Second }, "--warmup"},
+		{func(f *RunFlags) { f.SettleIdle = -1 }, "--settle-idle"},
+		{func(f *RunFlags) { f.SettleIdle = 0.5 }, "--settle-idle"},
+		{func(f *RunFlags) { f.SettleIdle = 100 }, "--settle-idle"},
+		{func(f *RunFlags) { f.SettleIdle = 250 }, "--settle-idle"},
 	} {
 		f := ok
 		c.edit(&f)

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -270,6 +271,66 @@ func TestExecuteRBACDenied(t *testing.T) {
 		t.Fatalf("want RBAC denied, got %v", err)
 	}
 	fc.wantClean(t)
+}
+
+// TestExecuteSettle: with SettleIdle every client node gets a wait-idle
+// probe before the first client pod, and nothing is left afterwards.
+func TestExecuteSettle(t *testing.T) {
+	fc := newFakeCluster(t, "n1", "n2")
+	o := testOptions()
+	o.SettleIdle = 70
+	var log bytes.Buffer
+	o.Log = &log
+	ctx := context.Background()
+	r, plan := fc.prepare(t, o)
+	if err := r.Execute(ctx, plan, o, func(Sample) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, p := range fc.createdPods() {
+		switch a := p.Spec.Containers[0].Args; {
+		case len(a) > 1 && a[1] == "wait-idle":
+			if argAfter(a, "--min-idle") != "70" {
+				t.Errorf("settle probe args %v", a)
+			}
+			order = append(order, "settle:"+pinnedNode(p))
+		case p.Labels[LabelRole] == "client":
+			order = append(order, "client")
+		}
+	}
+	// Every scenario's client node is n1 here (n2 serves the cross-node ones).
+	if i := slices.Index(order, "client"); i != 1 || order[0] != "settle:n1" {
+		t.Errorf("pods in creation order %v; want the settle probe on n1 first, then the clients", order)
+	}
+	if !strings.Contains(log.String(), "settle: n1: 93 % idle") {
+		t.Errorf("log does not report the settle: %s", log.String())
+	}
+	fc.wantClean(t)
+}
+
+// TestExecuteSettleTimeoutMeasuresAnyway: a node that never settles is a
+// warning in the log, and the run still measures.
+func TestExecuteSettleTimeoutMeasuresAnyway(t *testing.T) {
+	fc := newFakeCluster(t, "n1", "n2")
+	fc.probeState = func(pod *corev1.Pod) {
+		if a := pod.Spec.Containers[0].Args; len(a) > 1 && a[1] == "wait-idle" {
+			pod.Status.Phase = corev1.PodFailed
+		}
+	}
+	o := testOptions()
+	o.Scenarios = []string{ScenarioCrossNode}
+	o.SettleIdle = 70
+	var log bytes.Buffer
+	o.Log = &log
+	ctx := context.Background()
+	r, plan := fc.prepare(t, o)
+	measured := 0
+	if err := r.Execute(ctx, plan, o, func(Sample) error { measured++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if measured == 0 || !strings.Contains(log.String(), "settle: n1: WARNING: measuring anyway") {
+		t.Errorf("%d samples; log: %s", measured, log.String())
+	}
 }
 
 func TestClean(t *testing.T) {
