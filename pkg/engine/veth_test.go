@@ -16,6 +16,7 @@ import (
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -328,9 +329,11 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 		_ = srv.Process.Signal(unix.SIGCONT)
 	})
 	devBefore, backlogBefore := vethDrops(t, p), softnetDrops(t)
+	udpBefore := udpIn(t, p.A)
 	out, errs, err := clientIn(t, p.B, "--server", p.AIP.String(), "--test", "udp_bw", "--msg-size", "64",
 		"--duration", "1500ms", "--warmup", "200ms", "--json")
 	stopStopping()
+	session := udpIn(t, p.A).Sub(udpBefore)
 	// Under heavy load the receiving CPU's backlog can overflow too: veth
 	// counts some of those drops on its devices, the rest only the CPU's
 	// softnet_stat (host-wide, so it may hold others' drops too: it only
@@ -347,12 +350,32 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 	if u.Lost == 0 {
 		t.Fatal("no loss although the receiver kept being stopped")
 	}
-	// Datagrams of the warmup and of the measured window share the
-	// device counters, so device drops may only add to InErrors.
-	if u.Lost < *u.KernelInErrors || u.Lost > *u.KernelInErrors+devDrops {
-		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server namespace and %d veth and backlog drops",
-			u.Lost, *u.KernelInErrors, devDrops)
+	// Every measured datagram the receiver calls lost was dropped by the
+	// kernel during the session: at most the session's UDP InErrors in the
+	// server namespace (read here, around the whole client run) plus the
+	// device and backlog drops. The result's own kernel figure covers the
+	// server's window, which opens when the server reads the client's start
+	// message: a server that is stopped (or, on a loaded host, not
+	// scheduled) just then misses the drops of the first measured datagrams,
+	// so it may be below the loss but never above it. Seen under make
+	// test's parallel load: lost 108,738, window InErrors 80,822.
+	if u.Lost < *u.KernelInErrors || u.Lost > session["InErrors"]+devDrops {
+		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server's window, %d in the whole session, and %d veth and backlog drops",
+			u.Lost, *u.KernelInErrors, session["InErrors"], devDrops)
 	}
+}
+
+// udpIn reads the UDP counters of network namespace ns.
+func udpIn(t *testing.T, ns string) sysinfo.UDPCounters {
+	t.Helper()
+	var c sysinfo.UDPCounters
+	if err := netns.Do(ns, func() (err error) {
+		c, err = sysinfo.Host.ReadUDP()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // vethDrops is the pair's device-level drops: the client end's tx_dropped
