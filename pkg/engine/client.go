@@ -47,6 +47,10 @@ const (
 	phWarmup int32 = iota
 	phMeasure
 	phStop
+	// phPause: between the start mark and the server's answer, udp_bw
+	// sends nothing, so no warmup datagram reaches the server's socket
+	// inside its counter window (the other tests keep running unmeasured).
+	phPause
 )
 
 // Validate checks the options without touching the network.
@@ -252,8 +256,15 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 	_ = c.SetDeadline(time.Now().Add(o.Duration + 30*time.Second))
 	a := takeCPU(o.FS)
 	retransAt(streams, 0, o.Test)
+	phase.Store(phPause)
 	if err := writeMsg(c, &Msg{Type: msgStart}); err != nil {
 		return abort(fmt.Errorf("server %s went away: %w", addr, err))
+	}
+	// Measured data only once the server has opened its window: a server
+	// descheduled (or stopped) when the start mark arrived would otherwise
+	// miss the kernel's drops of the first measured datagrams.
+	if _, err := readMsg(c, msgStarted); err != nil {
+		return abort(fmt.Errorf("server %s did not start: %w", addr, err))
 	}
 	phase.Store(phMeasure)
 	r.Start = time.Now()

@@ -259,6 +259,12 @@ func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error 
 		if ph == phStop {
 			return nil
 		}
+		if ph == phPause {
+			// The rate restarts with the measured phase: no catch-up burst.
+			rateStart, rateSent = 0, 0
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
 		n := udpBatch
 		if pps > 0 {
 			now := nanotime()

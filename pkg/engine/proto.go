@@ -13,7 +13,7 @@ import (
 
 // ProtoVersion is the wire protocol version. Client and server refuse to
 // talk across versions; bump it on any change to the messages below.
-const ProtoVersion = 2
+const ProtoVersion = 3
 
 // DefaultPort is the one port number a server uses for TCP and UDP alike, so
 // a Kubernetes Service or a firewall rule names a single port.
@@ -83,7 +83,10 @@ func parseUDPHello(b []byte, magic [4]byte) (session, stream uint32, ok bool) {
 //	client → hello          server → welcome (or error)
 //	client → setup          server → ready (or error)
 //	client opens the data streams
-//	client → start          (warmup over: both sides snapshot counters)
+//	client → start          server → started (warmup over: the server has
+//	                        snapshot its counters; only now does the client
+//	                        mark data as measured, so the server's kernel
+//	                        counters cover every measured datagram)
 //	client → stop           server → report
 const (
 	msgHello   = "hello"
@@ -91,6 +94,7 @@ const (
 	msgSetup   = "setup"
 	msgReady   = "ready"
 	msgStart   = "start"
+	msgStarted = "started"
 	msgStop    = "stop"
 	msgReport  = "report"
 	msgError   = "error"

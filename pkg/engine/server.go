@@ -415,6 +415,10 @@ func (s *Server) control(fd int, leave func()) {
 		return
 	}
 	a := ss.snapshot()
+	if err := writeMsg(c, &Msg{Type: msgStarted}); err != nil {
+		s.logf("%s: session %d: send started: %v", peer, id, err)
+		return
+	}
 	stop, err := readMsg(c, msgStop)
 	if err != nil {
 		s.logf("%s: session %d ended before stop: %v", peer, id, err)

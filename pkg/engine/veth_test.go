@@ -350,18 +350,20 @@ func TestPrivVethUDPKernelDrops(t *testing.T) {
 	if u.Lost == 0 {
 		t.Fatal("no loss although the receiver kept being stopped")
 	}
-	// Every measured datagram the receiver calls lost was dropped by the
-	// kernel during the session: at most the session's UDP InErrors in the
-	// server namespace (read here, around the whole client run) plus the
-	// device and backlog drops. The result's own kernel figure covers the
-	// server's window, which opens when the server reads the client's start
-	// message: a server that is stopped (or, on a loaded host, not
-	// scheduled) just then misses the drops of the first measured datagrams,
-	// so it may be below the loss but never above it. Seen under make
-	// test's parallel load: lost 108,738, window InErrors 80,822.
-	if u.Lost < *u.KernelInErrors || u.Lost > session["InErrors"]+devDrops {
-		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server's window, %d in the whole session, and %d veth and backlog drops",
-			u.Lost, *u.KernelInErrors, session["InErrors"], devDrops)
+	// Every measured datagram the receiver calls lost is one the kernel
+	// dropped inside the server's counter window: the client marks data as
+	// measured only after the server answered the start mark, having
+	// snapshot its counters (before protocol 3 a server stopped or not
+	// scheduled at that moment missed the first drops — seen under make
+	// test's parallel load: lost 108,738, window InErrors 80,822). Around
+	// the whole run, the server namespace's own counters (read here) can
+	// only hold more: the warmup's drops too.
+	if u.Lost < *u.KernelInErrors || u.Lost > *u.KernelInErrors+devDrops {
+		t.Errorf("lost %d but the kernel counted %d UDP InErrors in the server's window and %d veth and backlog drops",
+			u.Lost, *u.KernelInErrors, devDrops)
+	}
+	if session["InErrors"] < *u.KernelInErrors {
+		t.Errorf("the server's window holds %d InErrors, the whole session only %d", *u.KernelInErrors, session["InErrors"])
 	}
 }
 
