@@ -42,7 +42,7 @@ rx() { # flannel.1 rx packets on node $1 (0 when absent)
 
 RUNS=()
 # One retry of the VXLAN cluster when flannel.1 saw no traffic: that happened
-# once in six passes on 2026-11-26 (the run itself passed, in half its usual
+# once in six runs on this machine (2026-11-26; the run itself passed, in half its usual
 # time), with no log left to say why. The first attempt's evidence is printed
 # before the retry, and a second failure fails the tier.
 tries=(bridge flannel-host-gw flannel-vxlan)
