@@ -63,6 +63,10 @@ func WaitIdle(ctx context.Context, read func() (*sysinfo.Stat, error), minIdle f
 		}
 		prev = cur
 		if time.Since(t0) >= timeout {
+			if last < 0 { // no window had CPU ticks to divide
+				return time.Since(t0), last, fmt.Errorf("%w: no CPU time elapsed in any %s window, want %.0f %% idle (waited %s)",
+					ErrNotIdle, window, minIdle, timeout)
+			}
 			return time.Since(t0), last, fmt.Errorf("%w: %.0f %% idle over the last %s, want %.0f %% (waited %s)",
 				ErrNotIdle, last, window, minIdle, timeout)
 		}

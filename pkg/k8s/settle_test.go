@@ -37,6 +37,10 @@ func TestWaitIdle(t *testing.T) {
 	if !errors.Is(err, ErrNotIdle) || idle != 50 || !strings.Contains(err.Error(), "50 % idle") {
 		t.Fatalf("WaitIdle on a busy node = %.0f, %v; want 50 and ErrNotIdle", idle, err)
 	}
+	// No ticks in any window: not a share of 0 % but "no CPU time".
+	if _, _, err := WaitIdle(context.Background(), stats([2]uint64{0, 0}), 70, time.Millisecond, 5*time.Millisecond); !errors.Is(err, ErrNotIdle) || !strings.Contains(err.Error(), "no CPU time") {
+		t.Fatalf("WaitIdle without ticks: %v", err)
+	}
 	// A cancelled context ends the wait.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
