@@ -384,26 +384,39 @@ func DataplaneProbePod(o PodOptions, p Placement, target string, timeout time.Du
 
 // waitDataplane runs the dataplane probe pod to completion.
 func (r *Runner) waitDataplane(ctx context.Context, po PodOptions, p Placement, target string, timeout time.Duration) error {
-	pod := DataplaneProbePod(po, p, target, timeout)
-	api := r.Client.CoreV1().Pods(po.Namespace)
+	done, line, err := r.runProbe(ctx, DataplaneProbePod(po, p, target, timeout), timeout+time.Minute)
+	if err != nil {
+		return fmt.Errorf("waiting for %s to answer: %w", target, err)
+	}
+	if done.Status.Phase != corev1.PodSucceeded {
+		msg := Explain(done, nil)
+		if line != "" {
+			msg += "; log: " + line
+		}
+		return fmt.Errorf("the Service's address %s never answered from node %s: %s", target, p.ClientNode, oneLine(msg))
+	}
+	return nil
+}
+
+// runProbe creates a probe pod, waits (up to wait) until it has finished,
+// reads its log's last line and deletes it, whatever happened.
+func (r *Runner) runProbe(ctx context.Context, pod *corev1.Pod, wait time.Duration) (*corev1.Pod, string, error) {
+	api := r.Client.CoreV1().Pods(pod.Namespace)
 	if _, err := api.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return APIError("create", "probe pod", err)
+		return nil, "", APIError("create", "probe pod", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = api.Delete(dctx, pod.Name, metav1.DeleteOptions{})
 	}()
-	done, err := r.waitPod(ctx, po.Namespace, pod.Name, timeout+time.Minute, podFinished)
+	done, err := r.waitPod(ctx, pod.Namespace, pod.Name, wait, podFinished)
 	if err != nil {
-		return fmt.Errorf("waiting for %s to answer: %w", target, err)
+		return nil, "", err
 	}
-	if done.Status.Phase != corev1.PodSucceeded {
-		msg := Explain(done, nil)
-		if b, err := r.logs(ctx, po.Namespace, pod.Name, containerName); err == nil && len(b) > 0 {
-			msg += "; log: " + lastLine(b)
-		}
-		return fmt.Errorf("the Service's address %s never answered from node %s: %s", target, p.ClientNode, oneLine(msg))
+	line := ""
+	if b, err := r.logs(ctx, pod.Namespace, pod.Name, containerName); err == nil && len(b) > 0 {
+		line = lastLine(b)
 	}
-	return nil
+	return done, line, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/sysinfo"
@@ -91,20 +90,8 @@ func SettleProbePod(o PodOptions, node string, minIdle float64, timeout time.Dur
 // logs what each found. A node that does not settle in time is a warning,
 // not a failure: the run measures anyway and the log says so.
 func (r *Runner) settle(ctx context.Context, po PodOptions, o Options, nodes []string) error {
-	api := r.Client.CoreV1().Pods(po.Namespace)
 	for _, node := range nodes {
-		pod := SettleProbePod(po, node, o.SettleIdle, SettleTimeout)
-		if _, err := api.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return APIError("create", "settle probe pod", err)
-		}
-		done, err := r.waitPod(ctx, po.Namespace, pod.Name, o.ReadyTimeout+SettleTimeout, podFinished)
-		line := ""
-		if b, lerr := r.logs(ctx, po.Namespace, pod.Name, containerName); lerr == nil && len(b) > 0 {
-			line = lastLine(b)
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = api.Delete(dctx, pod.Name, metav1.DeleteOptions{})
-		cancel()
+		done, line, err := r.runProbe(ctx, SettleProbePod(po, node, o.SettleIdle, SettleTimeout), o.ReadyTimeout+SettleTimeout)
 		switch {
 		case err != nil:
 			return fmt.Errorf("settling node %s: %w", node, err)
