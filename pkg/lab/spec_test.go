@@ -3,6 +3,7 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,6 +71,40 @@ func TestSetKnobs(t *testing.T) {
 	s.Services = 3
 	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
 		t.Errorf("services on host: want error, got %v", err)
+	}
+}
+
+// TestIntKnobBounds checks each integer knob at both ends of its range on
+// a preset that takes it: the ends are accepted, one past them is refused
+// as a bad value, and the range is the one knobHelp quotes to the user.
+func TestIntKnobBounds(t *testing.T) {
+	for key, k := range intKnobs {
+		lo, hi := strconv.FormatInt(k.lo, 10), strconv.FormatInt(k.hi, 10)
+		help := knobHelp[key]
+		if !strings.Contains(help, lo) || !strings.Contains(help, hi) {
+			t.Errorf("%s: help %q does not quote the range %s..%s", key, help, lo, hi)
+		}
+		topo := ""
+		for _, p := range Presets() {
+			if s, _ := Preset(p); s.Set(key, hi) == nil {
+				topo = p
+				break
+			}
+		}
+		if topo == "" {
+			t.Errorf("%s=%s: no preset takes it", key, hi)
+			continue
+		}
+		s, _ := Preset(topo)
+		if err := s.Set(key, lo); err != nil {
+			t.Errorf("%s %s=%s: %v", topo, key, lo, err)
+		}
+		for _, v := range []int64{k.lo - 1, k.hi + 1} {
+			s, _ := Preset(topo)
+			if err := s.Set(key, strconv.FormatInt(v, 10)); err == nil || !strings.Contains(err.Error(), "bad value") {
+				t.Errorf("%s %s=%d: want a bad-value error, got %v", topo, key, v, err)
+			}
+		}
 	}
 }
 
