@@ -23,26 +23,6 @@ func TestPresetUnknownListsPresets(t *testing.T) {
 	}
 }
 
-// refusedKnob is a knob value its preset must refuse, and what the
-// refusal must say.
-type refusedKnob struct{ topo, k, v, want string }
-
-// wantRefused sets each knob on a fresh preset and checks the refusal: one
-// line that names the knob and says want.
-func wantRefused(t *testing.T, cases []refusedKnob) {
-	t.Helper()
-	for _, c := range cases {
-		s, _ := Preset(c.topo)
-		err := s.Set(c.k, c.v)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
-			t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, c.v, c.want, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, c.v, err)
-		}
-	}
-}
-
 func TestSetKnobs(t *testing.T) {
 	good := []struct{ topo, k, v string }{
 		{"vxlan", "mtu", "1400"}, {"vxlan", "underlay_mtu", "9000"}, {"veth", "offloads", "off"},
@@ -59,18 +39,41 @@ func TestSetKnobs(t *testing.T) {
 			t.Errorf("%s=%s not recorded in Knobs()", c.k, c.v)
 		}
 	}
-	wantRefused(t, []refusedKnob{
+	s, _ := Preset("host")
+	s.Services = 3
+	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
+		t.Errorf("services on host: want error, got %v", err)
+	}
+}
+
+// TestSetRefuses checks every knob value a preset must refuse: one error
+// line that names the knob and says want.
+func TestSetRefuses(t *testing.T) {
+	for _, c := range []struct{ topo, k, v, want string }{
 		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
 		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
 		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
 		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..30000"},
 		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
 		{"veth", "pods_per_node", "3", "not for topology veth"},
-	})
-	s, _ := Preset("host")
-	s.Services = 3
-	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
-		t.Errorf("services on host: want error, got %v", err)
+		// the ovs-dpdk switch's knobs (ovsdpdk_spec.go)
+		{"ovs-dpdk", "pmd_sleep", "-1", "0..10000"}, {"ovs-dpdk", "pmd_sleep", "10001", "0..10000"},
+		{"ovs-dpdk", "pmd_sleep", "1ms", "0..10000"}, {"ovs-dpdk", "pmd_cpus", "", "bad CPU"},
+		{"ovs-dpdk", "pmd_cpus", "3-1", "bad CPU range"}, {"ovs-dpdk", "pmd_cpus", "x", "bad CPU"},
+		{"ovs-dpdk", "pmd_cpus", "1024", "bad CPU"}, {"ovs-dpdk", "userspace_tso", "maybe", "on or off"},
+		{"ovs-dpdk", "hugepages", "10", "64..8192"}, {"ovs-netdev", "pmd_sleep", "50", "only the ovs-dpdk topology"},
+		{"veth", "hugepages", "256", "only the ovs-dpdk topology"},
+		{"ovs-dpdk", "ring_frames", "32", "power of two 64..8192"}, {"ovs-dpdk", "ring_frames", "1000", "power of two 64..8192"},
+		{"ovs-dpdk", "ring_frames", "16384", "power of two 64..8192"}, {"ovs-netdev", "ring_frames", "512", "only the ovs-dpdk topology"},
+	} {
+		s, _ := Preset(c.topo)
+		err := s.Set(c.k, c.v)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
+			t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, c.v, c.want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, c.v, err)
+		}
 	}
 }
 
