@@ -49,30 +49,40 @@ func TestSetKnobs(t *testing.T) {
 // TestSetRefuses checks every knob value a preset must refuse: one error
 // line that names the knob and says want.
 func TestSetRefuses(t *testing.T) {
-	for _, c := range []struct{ topo, k, v, want string }{
-		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
-		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
-		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
-		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..30000"},
-		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
-		{"veth", "pods_per_node", "3", "not for topology veth"},
+	for _, c := range []struct {
+		topo, k, want string
+		values        []string
+	}{
+		{"vxlan", "mtu", "576..65535", []string{"big", "100"}},
+		{"vxlan", "gro", `unknown knob "gro"`, []string{"off"}},
+		{"veth", "offloads", "on or off", []string{"gro=maybe"}},
+		{"veth", "offloads", "unknown feature", []string{"turbo=on"}},
+		{"native", "conntrack", "on or off", []string{"yes please"}},
+		{"native", "notrack", "CIDRs", []string{"10.0.0.300/8"}},
+		{"native", "services", "0..30000", []string{"-1"}},
+		{"veth", "rmem_max", "byte count", []string{"1"}},
+		{"vxlan", "nodes", "bridge", []string{"2"}},
+		{"veth", "pods_per_node", "not for topology veth", []string{"3"}},
 		// the ovs-dpdk switch's knobs (ovsdpdk_spec.go)
-		{"ovs-dpdk", "pmd_sleep", "-1", "0..10000"}, {"ovs-dpdk", "pmd_sleep", "10001", "0..10000"},
-		{"ovs-dpdk", "pmd_sleep", "1ms", "0..10000"}, {"ovs-dpdk", "pmd_cpus", "", "bad CPU"},
-		{"ovs-dpdk", "pmd_cpus", "3-1", "bad CPU range"}, {"ovs-dpdk", "pmd_cpus", "x", "bad CPU"},
-		{"ovs-dpdk", "pmd_cpus", "1024", "bad CPU"}, {"ovs-dpdk", "userspace_tso", "maybe", "on or off"},
-		{"ovs-dpdk", "hugepages", "10", "64..8192"}, {"ovs-netdev", "pmd_sleep", "50", "only the ovs-dpdk topology"},
-		{"veth", "hugepages", "256", "only the ovs-dpdk topology"},
-		{"ovs-dpdk", "ring_frames", "32", "power of two 64..8192"}, {"ovs-dpdk", "ring_frames", "1000", "power of two 64..8192"},
-		{"ovs-dpdk", "ring_frames", "16384", "power of two 64..8192"}, {"ovs-netdev", "ring_frames", "512", "only the ovs-dpdk topology"},
+		{"ovs-dpdk", "pmd_sleep", "0..10000", []string{"-1", "10001", "1ms"}},
+		{"ovs-dpdk", "pmd_cpus", "bad CPU", []string{"", "x", "1024"}},
+		{"ovs-dpdk", "pmd_cpus", "bad CPU range", []string{"3-1"}},
+		{"ovs-dpdk", "userspace_tso", "on or off", []string{"maybe"}},
+		{"ovs-dpdk", "hugepages", "64..8192", []string{"10"}},
+		{"ovs-dpdk", "ring_frames", "power of two 64..8192", []string{"32", "1000", "16384"}},
+		{"ovs-netdev", "pmd_sleep", "only the ovs-dpdk topology", []string{"50"}},
+		{"veth", "hugepages", "only the ovs-dpdk topology", []string{"256"}},
+		{"ovs-netdev", "ring_frames", "only the ovs-dpdk topology", []string{"512"}},
 	} {
-		s, _ := Preset(c.topo)
-		err := s.Set(c.k, c.v)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
-			t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, c.v, c.want, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, c.v, err)
+		for _, v := range c.values {
+			s, _ := Preset(c.topo)
+			err := s.Set(c.k, v)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
+				t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, v, c.want, err)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, v, err)
+			}
 		}
 	}
 }
