@@ -44,7 +44,7 @@ msg_sizes: [64]
 duration: 300ms
 warmup: 100ms
 repeats: 2
-rate: 100M` + hostVXLANVethArms + `  - name: nope
+rate: 100M`+hostVXLANVethArms+`  - name: nope
     topology: geneve
 `), "wire.yaml")
 	if err != nil {
