@@ -23,17 +23,17 @@ var referenceTools = []struct {
 	runs     []string          // the tests Supports accepts
 	refusals map[string]string // every other test -> Supports error
 }{
-	{iperf3.Driver{}, "iperf3", 5201, []string{result.TCPBW, result.UDPBW}, map[string]string{
+	{iperf3.Driver, "iperf3", 5201, []string{result.TCPBW, result.UDPBW}, map[string]string{
 		result.TCPLat: "iperf3 has no tcp_lat test (it only streams); use engine qperf, sockperf or builtin",
 		result.UDPLat: "iperf3 has no udp_lat test (it only streams); use engine qperf, sockperf or builtin",
 		result.TCPCRR: "iperf3 has no tcp_crr test (it only streams); use engine qperf, sockperf or builtin",
 		"nosuch":      `iperf3: unknown test "nosuch" (iperf3 runs tcp_bw, udp_bw)`,
 	}},
-	{qperf.Driver{}, "qperf", 19765, []string{result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW}, map[string]string{
+	{qperf.Driver, "qperf", 19765, []string{result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW}, map[string]string{
 		result.TCPCRR: "qperf has no tcp_crr test; use engine builtin",
 		"nosuch":      `qperf: unknown test "nosuch" (qperf runs tcp_lat, udp_lat, tcp_bw, udp_bw)`,
 	}},
-	{sockperf.Driver{}, "sockperf", 11111, []string{result.TCPLat, result.UDPLat}, map[string]string{
+	{sockperf.Driver, "sockperf", 11111, []string{result.TCPLat, result.UDPLat}, map[string]string{
 		result.TCPCRR: "sockperf has no tcp_crr test; use engine builtin",
 		result.TCPBW:  "sockperf is used here for latency only (tcp_lat, udp_lat); for tcp_bw use engine iperf3, qperf or builtin",
 		result.UDPBW:  "sockperf is used here for latency only (tcp_lat, udp_lat); for udp_bw use engine iperf3, qperf or builtin",
@@ -86,12 +86,12 @@ func TestToolVersion(t *testing.T) {
 		d              driver.Driver
 		out, want, err string
 	}{
-		{iperf3.Driver{}, "iperf 3.12 (cJSON 1.7.15)\nLinux vm", "3.12", ""},
-		{iperf3.Driver{}, "iperf3: no\n", "", `iperf3 version "iperf3: no": expected "iperf <version>"`},
-		{qperf.Driver{}, "qperf 0.4.11\n", "0.4.11", ""},
-		{qperf.Driver{}, "qperf\n", "", `qperf --version printed "qperf", expected "qperf <version>"`},
-		{sockperf.Driver{}, "sockperf, version 3.7-no.git\n", "3.7-no.git", ""},
-		{sockperf.Driver{}, "something else\n", "", `sockperf --version printed no version line: "something else"`},
+		{iperf3.Driver, "iperf 3.12 (cJSON 1.7.15)\nLinux vm", "3.12", ""},
+		{iperf3.Driver, "iperf3: no\n", "", `iperf3 version "iperf3: no": expected "iperf <version>"`},
+		{qperf.Driver, "qperf 0.4.11\n", "0.4.11", ""},
+		{qperf.Driver, "qperf\n", "", `qperf --version printed "qperf", expected "qperf <version>"`},
+		{sockperf.Driver, "sockperf, version 3.7-no.git\n", "3.7-no.git", ""},
+		{sockperf.Driver, "something else\n", "", `sockperf --version printed no version line: "something else"`},
 	} {
 		dir := t.TempDir()
 		t.Setenv("PATH", dir)

@@ -41,7 +41,7 @@ func TestTypedDriverErrors(t *testing.T) {
 	for _, tc := range []struct {
 		d    driver.Driver
 		test string
-	}{{qperf.Driver{}, "tcp_crr"}, {iperf3.Driver{}, "tcp_lat"}, {sockperf.Driver{}, "tcp_bw"}, {qperf.Driver{}, "nosuch"}} {
+	}{{qperf.Driver, "tcp_crr"}, {iperf3.Driver, "tcp_lat"}, {sockperf.Driver, "tcp_bw"}, {qperf.Driver, "nosuch"}} {
 		err := tc.d.Supports(tc.test)
 		if !errors.Is(err, driver.ErrNotSupported) {
 			t.Errorf("%s.Supports(%s) = %v, want ErrNotSupported", tc.d.Name(), tc.test, err)
