@@ -4,14 +4,56 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	_ "github.com/cnibench/cnibench/pkg/driver/builtin"
 	"github.com/cnibench/cnibench/pkg/driver/iperf3"
 	"github.com/cnibench/cnibench/pkg/driver/qperf"
 	"github.com/cnibench/cnibench/pkg/driver/sockperf"
 	"github.com/cnibench/cnibench/pkg/result"
 )
+
+// ToolPaths finds every reference tool (not the built-in engine) on $PATH
+// in name order, and a missing one is the driver's ErrNotInstalled.
+func TestToolPaths(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if _, err := driver.ToolPaths(); !errors.Is(err, driver.ErrNotInstalled) {
+		t.Fatalf("no tools on PATH: got %v, want ErrNotInstalled", err)
+	}
+	var want []string
+	for _, name := range []string{"iperf3", "qperf", "sockperf"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p)
+	}
+	got, err := driver.ToolPaths()
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v", got, err, want)
+	}
+}
+
+// Callers branch on what kind of refusal a driver gave, never on its text.
+func TestTypedDriverErrors(t *testing.T) {
+	for _, tc := range []struct {
+		d    driver.Driver
+		test string
+	}{{qperf.Driver, "tcp_crr"}, {iperf3.Driver, "tcp_lat"}, {sockperf.Driver, "tcp_bw"}, {qperf.Driver, "nosuch"}} {
+		err := tc.d.Supports(tc.test)
+		if !errors.Is(err, driver.ErrNotSupported) {
+			t.Errorf("%s.Supports(%s) = %v, want ErrNotSupported", tc.d.Name(), tc.test, err)
+		}
+	}
+	err := driver.CheckInstalled("cnibench-no-such-tool", "nothing")
+	if !errors.Is(err, driver.ErrNotInstalled) || err.Error() != "cnibench-no-such-tool is not installed: apt-get install nothing" {
+		t.Errorf("CheckInstalled: %v", err)
+	}
+}
 
 // referenceTools is, per reference tool, what its driver says without
 // measuring: users read these words (in `k8s run`, experiment checks and
@@ -57,6 +99,26 @@ func TestSupportsMessages(t *testing.T) {
 		}
 		if n := len(tool.runs) + len(tool.refusals); n != len(result.Tests)+1 {
 			t.Errorf("%s: the table names %d tests, want all %d and one unknown", tool.name, n, len(result.Tests))
+		}
+	}
+}
+
+// TestParallelRefusal: a tool that runs one connection per test refuses
+// more, in its exact words, for each test it runs; the others build a command.
+func TestParallelRefusal(t *testing.T) {
+	for d, want := range map[driver.Driver]string{
+		iperf3.Driver:   "",
+		qperf.Driver:    "qperf runs one stream per test; for --parallel 2 use engine iperf3 or builtin",
+		sockperf.Driver: "sockperf ping-pong runs one connection; for --parallel 2 use engine builtin",
+	} {
+		for _, test := range result.Tests {
+			if d.Supports(test) != nil {
+				continue
+			}
+			_, err := d.ClientCommand(driver.Spec{Server: "127.0.0.1", Test: test, MsgSize: 64, Duration: time.Second, Parallel: 2})
+			if (want == "" && err != nil) || (want != "" && (err == nil || err.Error() != want)) {
+				t.Errorf("%s %s with 2 streams: %v, want error %q", d.Name(), test, err, want)
+			}
 		}
 	}
 }
