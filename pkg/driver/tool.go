@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -15,6 +16,7 @@ type Tool struct {
 	port         int
 	runs         []string
 	refusals     []refusal
+	oneStream    string // see OneStream
 	parseVersion func(out string) (string, error)
 }
 
@@ -39,6 +41,28 @@ func NewTool(bin string, port int, parseVersion func(out string) (string, error)
 func (t *Tool) Refuse(why string, tests ...string) *Tool {
 	t.refusals = append(t.refusals, refusal{tests, why})
 	return t
+}
+
+// OneStream makes CheckClient refuse a spec with more than one stream
+// (Parallel > 1) with why, a format whose one %d is the streams asked for:
+// the tool runs one connection per test, and why says which engine runs
+// more. It returns t, like Refuse.
+func (t *Tool) OneStream(why string) *Tool {
+	t.oneStream = why
+	return t
+}
+
+// CheckClient returns the refusals the tool's ClientCommand starts with:
+// those of the package's CheckClient, and more than one stream for a tool
+// that runs one.
+func (t *Tool) CheckClient(spec Spec) error {
+	if err := CheckClient(t, spec); err != nil {
+		return err
+	}
+	if t.oneStream != "" && spec.Parallel > 1 {
+		return fmt.Errorf(t.oneStream, spec.Parallel)
+	}
+	return nil
 }
 
 // Name implements Driver.

@@ -61,7 +61,7 @@ func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 // the first seconds are sent but left out of the end totals. The duration
 // must be whole seconds (iperf3 would silently truncate it).
 func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
 	}
 	secs, err := driver.WholeSeconds("iperf3", spec.Duration)

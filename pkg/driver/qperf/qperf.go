@@ -19,7 +19,8 @@ const DefaultPort = 19765
 // Driver is the qperf driver, registered as engine "qperf". qperf has the
 // four tests of the seed tables, and no connect/request/response/close test.
 var Driver driver.Driver = toolDriver{driver.NewTool("qperf", DefaultPort, versionOf, result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW).
-	Refuse("qperf has no %s test; use engine builtin", result.TCPCRR)}
+	Refuse("qperf has no %s test; use engine builtin", result.TCPCRR).
+	OneStream("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin")}
 
 // toolDriver is qperf as a driver.Tool, with its commands and its parser. It
 // holds no state.
@@ -50,11 +51,8 @@ func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 // either; that one is not refused, because experiments set one for every
 // engine, and the result records warmup_seconds 0, which is what happened.
 func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
-	}
-	if spec.Parallel > 1 {
-		return nil, fmt.Errorf("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin", spec.Parallel)
 	}
 	if spec.RateBps != 0 {
 		return nil, fmt.Errorf("qperf has no UDP send rate option (udp_bw always sends as fast as it can); use engine iperf3 or builtin for --rate")

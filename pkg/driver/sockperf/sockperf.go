@@ -22,7 +22,8 @@ const MinMsgSize = limits.SockperfMinMsg
 // over TCP or UDP.
 var Driver driver.Driver = toolDriver{driver.NewTool("sockperf", DefaultPort, versionOf, result.TCPLat, result.UDPLat).
 	Refuse("sockperf has no %s test; use engine builtin", result.TCPCRR).
-	Refuse("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", result.TCPBW, result.UDPBW)}
+	Refuse("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", result.TCPBW, result.UDPBW).
+	OneStream("sockperf ping-pong runs one connection; for --parallel %d use engine builtin")}
 
 // toolDriver is sockperf as a driver.Tool, with its commands and its parser.
 // It holds no state.
@@ -56,11 +57,8 @@ func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 // has a fixed 400 ms warmup of its own, recorded from its output; the spec's
 // warmup is not applied. Parallel connections are refused.
 func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
-	}
-	if spec.Parallel > 1 {
-		return nil, fmt.Errorf("sockperf ping-pong runs one connection; for --parallel %d use engine builtin", spec.Parallel)
 	}
 	if spec.MsgSize < MinMsgSize {
 		return nil, fmt.Errorf("sockperf's smallest message is %d bytes (its header), got %d; use a size >= %d or engine qperf/builtin for smaller messages", MinMsgSize, spec.MsgSize, MinMsgSize)
