@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -105,38 +106,31 @@ func TestTokenNeverSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
+	copyRec := func(dst, src net.Conn) {
+		buf := make([]byte, 4096)
 		for {
-			in, err := ln.Accept()
+			n, err := src.Read(buf)
+			if n > 0 {
+				mu.Lock()
+				rec.Write(buf[:n])
+				mu.Unlock()
+				_, _ = dst.Write(buf[:n])
+			}
 			if err != nil {
+				dst.Close()
 				return
 			}
-			out, err := net.Dial("tcp", s.Addr())
-			if err != nil {
-				in.Close()
-				return
-			}
-			copyRec := func(dst, src net.Conn) {
-				buf := make([]byte, 4096)
-				for {
-					n, err := src.Read(buf)
-					if n > 0 {
-						mu.Lock()
-						rec.Write(buf[:n])
-						mu.Unlock()
-						_, _ = dst.Write(buf[:n])
-					}
-					if err != nil {
-						dst.Close()
-						return
-					}
-				}
-			}
-			go copyRec(out, in)
-			go copyRec(in, out)
 		}
-	}()
+	}
+	fixture.Serve(t, ln, func(in net.Conn) {
+		out, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			in.Close()
+			return
+		}
+		go copyRec(out, in)
+		copyRec(in, out)
+	})
 	o := opts(s, result.TCPLat, 1)
 	o.Port = ln.Addr().(*net.TCPAddr).Port
 	o.Token = token

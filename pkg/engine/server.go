@@ -293,7 +293,7 @@ func (s *Server) handleConn(fd int) {
 			return
 		}
 		leave() // bounded by the session's parallel streams from here on
-		ss.runTCP(int(stream), fd)
+		ss.serve(func() { ss.runTCP(int(stream), fd) })
 	case kindCRR:
 		ss := s.session(sid)
 		if ss == nil || ss.setup.Test != result.TCPCRR {
@@ -596,14 +596,21 @@ func (ss *session) attachUDP(i int, from unix.Sockaddr) {
 		return
 	}
 	_, _ = unix.Write(fd, ack[:])
-	go ss.runUDP(i, fd)
+	go ss.serve(func() { ss.runUDP(i, fd) })
 }
 
-func (ss *session) runTCP(i, fd int) {
+// serve runs one of the session's data loops (counted in ss.wg) the way
+// each must run: on an OS thread of its own, with one more P reserved
+// because the loop keeps its P while blocked in a raw syscall.
+func (ss *session) serve(loop func()) {
 	defer ss.wg.Done()
 	defer reserveProcs(1)()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	loop()
+}
+
+func (ss *session) runTCP(i, fd int) {
 	if ss.setup.Test == result.TCPLat {
 		echoTCP(fd, ss.setup.MsgSize, &ss.stop)
 	} else {
@@ -612,10 +619,6 @@ func (ss *session) runTCP(i, fd int) {
 }
 
 func (ss *session) runUDP(i, fd int) {
-	defer ss.wg.Done()
-	defer reserveProcs(1)()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if ss.setup.Test == result.UDPLat {
 		echoUDP(fd, &ss.stop)
 		return
@@ -788,18 +791,29 @@ func (ss *session) finish(a serverSnap, udpSent []int64) *Report {
 // Server-side loops. Each runs on a locked OS thread with blocking calls;
 // the 100 ms receive timeout only serves to notice the session's end.
 
+// readAgain reports whether a server loop should read again after a read
+// that returned err: it timed out or a signal interrupted it, and the
+// session still runs. On UDP, ECONNREFUSED is transient too: it is the ICMP
+// error an earlier reply left on the socket, not this read's failure. A nil
+// err is never read again (stop is then not even loaded: the per-packet
+// path pays one comparison).
+func readAgain(err error, udp bool, stop *atomic.Bool) bool {
+	if err == nil {
+		return false
+	}
+	transient := isTimeout(err) || err == unix.EINTR || (udp && err == unix.ECONNREFUSED)
+	return transient && !stop.Load()
+}
+
 func echoTCP(fd, size int, stop *atomic.Bool) {
 	buf := make([]byte, size)
 	off := 0
 	for {
 		n, err := sysRead(fd, buf[off:])
-		if err != nil {
-			if (isTimeout(err) || err == unix.EINTR) && !stop.Load() {
-				continue
-			}
-			return
+		if readAgain(err, false, stop) {
+			continue
 		}
-		if n == 0 {
+		if err != nil || n == 0 {
 			return
 		}
 		off += n
@@ -821,13 +835,10 @@ func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
 	buf := make([]byte, 1<<20)
 	for {
 		n, err := unix.Read(fd, buf)
-		if err != nil {
-			if (isTimeout(err) || err == unix.EINTR) && !stop.Load() {
-				continue
-			}
-			return
+		if readAgain(err, false, stop) {
+			continue
 		}
-		if n == 0 {
+		if err != nil || n == 0 {
 			return
 		}
 		bytes.Add(int64(n))
@@ -838,13 +849,10 @@ func echoUDP(fd int, stop *atomic.Bool) {
 	buf := make([]byte, 65536)
 	for {
 		n, err := sysRead(fd, buf)
-		if err != nil {
-			if (isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED) && !stop.Load() {
-				continue
-			}
-			return
+		if readAgain(err, true, stop) {
+			continue
 		}
-		if stop.Load() { // after shutdown a read returns 0 bytes forever
+		if err != nil || stop.Load() { // after shutdown a read returns 0 bytes forever
 			return
 		}
 		if n > 0 {
@@ -857,13 +865,10 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop
 	b := newBatch(64, max(size, udpHelloLen))
 	for {
 		n, err := recvmmsg(fd, b)
-		if err != nil {
-			if (isTimeout(err) || err == unix.EINTR || err == unix.ECONNREFUSED) && !stop.Load() {
-				continue
-			}
-			return
+		if readAgain(err, true, stop) {
+			continue
 		}
-		if stop.Load() { // after shutdown, reads return empty datagrams forever
+		if err != nil || stop.Load() { // after shutdown, reads return empty datagrams forever
 			return
 		}
 		now := nanotime()

@@ -11,13 +11,11 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
-const sample = `
-name: t
-tests: [tcp_lat, tcp_bw]
-msg_sizes: [1, 4K]
-duration: 200ms
-warmup: 0s
-repeats: 2
+// hostVXLANVethArms is the arms list the tests here share: the HOST row
+// (node to node on the VXLAN lab), the VXLAN pod path on the same lab, and
+// a veth pair. It ends inside the veth arm so a test can give that arm
+// more keys.
+const hostVXLANVethArms = `
 baseline: host
 arms:
   - name: host
@@ -28,7 +26,15 @@ arms:
     topology: vxlan
   - name: veth
     topology: veth
-    knobs: {mtu: "9000"}
+`
+
+const sample = `
+name: t
+tests: [tcp_lat, tcp_bw]
+msg_sizes: [1, 4K]
+duration: 200ms
+warmup: 0s
+repeats: 2` + hostVXLANVethArms + `    knobs: {mtu: "9000"}
     tests: [tcp_lat]
 `
 

@@ -44,18 +44,7 @@ msg_sizes: [64]
 duration: 300ms
 warmup: 100ms
 repeats: 2
-rate: 100M
-baseline: host
-arms:
-  - name: host
-    topology: vxlan
-    client: node1
-    server: node2
-  - name: vxlan
-    topology: vxlan
-  - name: veth
-    topology: veth
-  - name: nope
+rate: 100M`+hostVXLANVethArms+`  - name: nope
     topology: geneve
 `), "wire.yaml")
 	if err != nil {

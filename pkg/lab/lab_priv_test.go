@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/result"
@@ -101,16 +102,7 @@ func socketIn[S any](t *testing.T, ns, what string, open func() (S, error)) S {
 func echoTCP(t *testing.T, ns, addr string) {
 	t.Helper()
 	ln := socketIn(t, ns, "tcp listen "+addr, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	fixture.Serve(t, ln, func(c net.Conn) { defer c.Close(); _, _ = io.Copy(c, c) })
 }
 
 // echoUDP starts a UDP echo server on ip:port inside ns.

@@ -65,14 +65,11 @@ func (s *Spec) setDPDK(key, value string, bad func() error) error {
 		}
 		s.DPDK.PMDSleepUs = n
 	case "userspace_tso":
-		switch strings.ToLower(v) {
-		case "on", "true", "yes", "1":
-			s.DPDK.UserspaceTSO = true
-		case "off", "false", "no", "0":
-			s.DPDK.UserspaceTSO = false
-		default:
+		on, ok := parseOnOff(v)
+		if !ok {
 			return bad()
 		}
+		s.DPDK.UserspaceTSO = on
 	case "hugepages":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 64 || n > 8192 {

@@ -166,6 +166,53 @@ func (s *Spec) Knobs() map[string]string {
 	return out
 }
 
+// intKnob is a knob whose value is one integer in lo..hi. fits, when set,
+// refuses an in-range value that the spec's topology cannot take; it runs
+// after the range check, so a bad number is reported as such first.
+type intKnob struct {
+	lo, hi int64
+	fits   func(s *Spec, n int64) error
+	set    func(s *Spec, n int64)
+}
+
+// intKnobs holds every integer-valued knob; Set's switch keeps only the
+// knobs whose values need their own parsing. The ovs-dpdk integers are in
+// setDPDK instead: they check the topology before the value, because a
+// spec of another topology has no DPDK settings to put them in.
+var intKnobs = map[string]intKnob{
+	"mtu":          {576, 65535, nil, func(s *Spec, n int64) { s.MTU = int(n) }},
+	"underlay_mtu": {576, 65535, nil, func(s *Spec, n int64) { s.UnderlayMTU = int(n) }},
+	"services":     {0, maxServices, nil, func(s *Spec, n int64) { s.Services = int(n) }},
+	"endpoints":    {1, maxEndpoints, nil, func(s *Spec, n int64) { s.Endpoints = int(n) }},
+	"rmem_max":     {4096, 2147483647, nil, func(s *Spec, n int64) { s.RmemMax = n }},
+	"wmem_max":     {4096, 2147483647, nil, func(s *Spec, n int64) { s.WmemMax = n }},
+	"policies": {0, maxPolicies, func(s *Spec, n int64) error {
+		if n > 0 && !routedTopo(s.Topology) {
+			return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
+		}
+		return nil
+	}, func(s *Spec, n int64) { s.Policies = int(n) }},
+	"ovs_sock_buf": {212992, 1073741823, func(s *Spec, _ int64) error {
+		if s.Topology != TopoOVSNetdev {
+			return fmt.Errorf("knob ovs_sock_buf: only the ovs-netdev topology takes it (topology is %s)", s.Topology)
+		}
+		return nil
+	}, func(s *Spec, n int64) { s.OVSSockBuf = n }},
+	"nodes": {1, 2, func(s *Spec, _ int64) error {
+		if s.Topology != TopoBridge {
+			return fmt.Errorf("knob nodes: only the bridge topology takes it (topology is %s)", s.Topology)
+		}
+		return nil
+	}, func(s *Spec, n int64) { s.Nodes = int(n) }},
+	"pods_per_node": {1, 200, func(s *Spec, _ int64) error {
+		switch s.Topology {
+		case TopoBridge, TopoMacvlan, TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
+			return nil
+		}
+		return fmt.Errorf("knob pods_per_node: not for topology %s (allowed on bridge, macvlan, native, vxlan, geneve, ipip)", s.Topology)
+	}, func(s *Spec, n int64) { s.PodsPerNode = int(n) }},
+}
+
 // Set changes one knob, as `--set key=value` would. Unknown keys and bad
 // values get an error naming the knob and the allowed values.
 func (s *Spec) Set(key, value string) error {
@@ -174,24 +221,42 @@ func (s *Spec) Set(key, value string) error {
 		return fmt.Errorf("unknown knob %q (knobs: %s)", key, strings.Join(KnobNames(), ", "))
 	}
 	bad := func() error { return fmt.Errorf("knob %s: bad value %q (allowed: %s)", key, value, help) }
-	atoi := func(lo, hi int64) (int64, error) {
+	if k, isInt := intKnobs[key]; isInt {
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-		if err != nil || n < lo || n > hi {
-			return 0, bad()
+		if err != nil || n < k.lo || n > k.hi {
+			return bad()
 		}
-		return n, nil
+		if k.fits != nil {
+			if err := k.fits(s, n); err != nil {
+				return err
+			}
+		}
+		k.set(s, n)
+	} else if err := s.setParsed(key, value, help, bad); err != nil {
+		return err
 	}
+	if s.set == nil {
+		s.set = map[string]string{}
+	}
+	s.set[key] = value
+	return nil
+}
+
+// parseOnOff reads an on/off knob value; ok is false for anything else.
+func parseOnOff(v string) (on, ok bool) {
+	switch strings.ToLower(v) {
+	case "on", "true", "yes", "1":
+		return true, true
+	case "off", "false", "no", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// setParsed sets the knobs that are not in intKnobs: each parses its value
+// its own way. bad is Set's error for a value outside knobHelp's.
+func (s *Spec) setParsed(key, value, help string, bad func() error) error {
 	switch key {
-	case "mtu", "underlay_mtu":
-		n, err := atoi(576, 65535)
-		if err != nil {
-			return err
-		}
-		if key == "mtu" {
-			s.MTU = int(n)
-		} else {
-			s.UnderlayMTU = int(n)
-		}
 	case "offloads":
 		offs, err := parseOffloads(value)
 		if err != nil {
@@ -199,14 +264,11 @@ func (s *Spec) Set(key, value string) error {
 		}
 		s.Offloads = offs
 	case "conntrack":
-		switch strings.ToLower(value) {
-		case "on", "true", "yes", "1":
-			s.Conntrack = true
-		case "off", "false", "no", "0":
-			s.Conntrack = false
-		default:
+		on, ok := parseOnOff(value)
+		if !ok {
 			return bad()
 		}
+		s.Conntrack = on
 	case "fastpath":
 		switch strings.ToLower(value) {
 		case "ebpf":
@@ -237,12 +299,6 @@ func (s *Spec) Set(key, value string) error {
 			return bad()
 		}
 		s.Notrack, s.NotrackText = nets, value
-	case "services":
-		n, err := atoi(0, maxServices)
-		if err != nil {
-			return err
-		}
-		s.Services = int(n)
 	case "proxy":
 		switch strings.ToLower(value) {
 		case ProxyIPTables, ProxyNFTables:
@@ -255,15 +311,6 @@ func (s *Spec) Set(key, value string) error {
 		default:
 			return bad()
 		}
-	case "policies":
-		n, err := atoi(0, maxPolicies)
-		if err != nil {
-			return err
-		}
-		if n > 0 && !routedTopo(s.Topology) {
-			return fmt.Errorf("knob policies: the policy goes in the server's node namespace (native, vxlan, geneve, ipip); topology is %s", s.Topology)
-		}
-		s.Policies = int(n)
 	case "policy_mode":
 		switch strings.ToLower(value) {
 		case PolicyLinear, PolicySet:
@@ -271,60 +318,9 @@ func (s *Spec) Set(key, value string) error {
 		default:
 			return bad()
 		}
-	case "endpoints":
-		n, err := atoi(1, maxEndpoints)
-		if err != nil {
-			return err
-		}
-		s.Endpoints = int(n)
-	case "rmem_max", "wmem_max":
-		n, err := atoi(4096, 2147483647)
-		if err != nil {
-			return err
-		}
-		if key == "rmem_max" {
-			s.RmemMax = n
-		} else {
-			s.WmemMax = n
-		}
-	case "ovs_sock_buf":
-		n, err := atoi(212992, 1073741823)
-		if err != nil {
-			return err
-		}
-		if s.Topology != TopoOVSNetdev {
-			return fmt.Errorf("knob ovs_sock_buf: only the ovs-netdev topology takes it (topology is %s)", s.Topology)
-		}
-		s.OVSSockBuf = n
 	case "pmd_cpus", "pmd_sleep", "userspace_tso", "hugepages", "ring_frames":
-		if err := s.setDPDK(key, value, bad); err != nil {
-			return err
-		}
-	case "nodes":
-		n, err := atoi(1, 2)
-		if err != nil {
-			return err
-		}
-		if s.Topology != TopoBridge {
-			return fmt.Errorf("knob nodes: only the bridge topology takes it (topology is %s)", s.Topology)
-		}
-		s.Nodes = int(n)
-	case "pods_per_node":
-		n, err := atoi(1, 200)
-		if err != nil {
-			return err
-		}
-		switch s.Topology {
-		case TopoBridge, TopoMacvlan, TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
-		default:
-			return fmt.Errorf("knob pods_per_node: not for topology %s (allowed on bridge, macvlan, native, vxlan, geneve, ipip)", s.Topology)
-		}
-		s.PodsPerNode = int(n)
+		return s.setDPDK(key, value, bad)
 	}
-	if s.set == nil {
-		s.set = map[string]string{}
-	}
-	s.set[key] = value
 	return nil
 }
 

@@ -3,6 +3,7 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,26 +19,6 @@ func TestPresetUnknownListsPresets(t *testing.T) {
 		}
 		if PresetHelp(p) == "" {
 			t.Errorf("preset %s has no help line", p)
-		}
-	}
-}
-
-// refusedKnob is a knob value its preset must refuse, and what the
-// refusal must say.
-type refusedKnob struct{ topo, k, v, want string }
-
-// wantRefused sets each knob on a fresh preset and checks the refusal: one
-// line that names the knob and says want.
-func wantRefused(t *testing.T, cases []refusedKnob) {
-	t.Helper()
-	for _, c := range cases {
-		s, _ := Preset(c.topo)
-		err := s.Set(c.k, c.v)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
-			t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, c.v, c.want, err)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, c.v, err)
 		}
 	}
 }
@@ -58,18 +39,85 @@ func TestSetKnobs(t *testing.T) {
 			t.Errorf("%s=%s not recorded in Knobs()", c.k, c.v)
 		}
 	}
-	wantRefused(t, []refusedKnob{
-		{"vxlan", "mtu", "big", "576..65535"}, {"vxlan", "mtu", "100", "576..65535"},
-		{"vxlan", "gro", "off", "unknown knob \"gro\""}, {"veth", "offloads", "gro=maybe", "on or off"},
-		{"veth", "offloads", "turbo=on", "unknown feature"}, {"native", "conntrack", "yes please", "on or off"},
-		{"native", "notrack", "10.0.0.300/8", "CIDRs"}, {"native", "services", "-1", "0..30000"},
-		{"veth", "rmem_max", "1", "byte count"}, {"vxlan", "nodes", "2", "bridge"},
-		{"veth", "pods_per_node", "3", "not for topology veth"},
-	})
 	s, _ := Preset("host")
 	s.Services = 3
 	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
 		t.Errorf("services on host: want error, got %v", err)
+	}
+}
+
+// TestSetRefuses checks every knob value a preset must refuse: one error
+// line that names the knob and says want.
+func TestSetRefuses(t *testing.T) {
+	for _, c := range []struct {
+		topo, k, want string
+		values        []string
+	}{
+		{"vxlan", "mtu", "576..65535", []string{"big", "100"}},
+		{"vxlan", "gro", `unknown knob "gro"`, []string{"off"}},
+		{"veth", "offloads", "on or off", []string{"gro=maybe"}},
+		{"veth", "offloads", "unknown feature", []string{"turbo=on"}},
+		{"native", "conntrack", "on or off", []string{"yes please"}},
+		{"native", "notrack", "CIDRs", []string{"10.0.0.300/8"}},
+		{"native", "services", "0..30000", []string{"-1"}},
+		{"veth", "rmem_max", "byte count", []string{"1"}},
+		{"vxlan", "nodes", "bridge", []string{"2"}},
+		{"veth", "pods_per_node", "not for topology veth", []string{"3"}},
+		// the ovs-dpdk switch's knobs (ovsdpdk_spec.go)
+		{"ovs-dpdk", "pmd_sleep", "0..10000", []string{"-1", "10001", "1ms"}},
+		{"ovs-dpdk", "pmd_cpus", "bad CPU", []string{"", "x", "1024"}},
+		{"ovs-dpdk", "pmd_cpus", "bad CPU range", []string{"3-1"}},
+		{"ovs-dpdk", "userspace_tso", "on or off", []string{"maybe"}},
+		{"ovs-dpdk", "hugepages", "64..8192", []string{"10"}},
+		{"ovs-dpdk", "ring_frames", "power of two 64..8192", []string{"32", "1000", "16384"}},
+		{"ovs-netdev", "pmd_sleep", "only the ovs-dpdk topology", []string{"50"}},
+		{"veth", "hugepages", "only the ovs-dpdk topology", []string{"256"}},
+		{"ovs-netdev", "ring_frames", "only the ovs-dpdk topology", []string{"512"}},
+	} {
+		for _, v := range c.values {
+			s, _ := Preset(c.topo)
+			err := s.Set(c.k, v)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
+				t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, v, c.want, err)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s %s=%q: error is not one line: %q", c.topo, c.k, v, err)
+			}
+		}
+	}
+}
+
+// TestIntKnobBounds checks each integer knob at both ends of its range on
+// a preset that takes it: the ends are accepted, one past them is refused
+// as a bad value, and the range is the one knobHelp quotes to the user.
+func TestIntKnobBounds(t *testing.T) {
+	for key, k := range intKnobs {
+		lo, hi := strconv.FormatInt(k.lo, 10), strconv.FormatInt(k.hi, 10)
+		help := knobHelp[key]
+		if !strings.Contains(help, lo) || !strings.Contains(help, hi) {
+			t.Errorf("%s: help %q does not quote the range %s..%s", key, help, lo, hi)
+		}
+		topo := ""
+		for _, p := range Presets() {
+			if s, _ := Preset(p); s.Set(key, hi) == nil {
+				topo = p
+				break
+			}
+		}
+		if topo == "" {
+			t.Errorf("%s=%s: no preset takes it", key, hi)
+			continue
+		}
+		s, _ := Preset(topo)
+		if err := s.Set(key, lo); err != nil {
+			t.Errorf("%s %s=%s: %v", topo, key, lo, err)
+		}
+		for _, v := range []int64{k.lo - 1, k.hi + 1} {
+			s, _ := Preset(topo)
+			if err := s.Set(key, strconv.FormatInt(v, 10)); err == nil || !strings.Contains(err.Error(), "bad value") {
+				t.Errorf("%s %s=%d: want a bad-value error, got %v", topo, key, v, err)
+			}
+		}
 	}
 }
 

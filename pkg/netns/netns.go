@@ -90,10 +90,7 @@ func Delete(name string) error {
 // List returns the named namespaces whose names start with prefix.
 func List(prefix string) ([]string, error) {
 	ents, err := os.ReadDir(Dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) { // none there: an empty list
 		return nil, err
 	}
 	var out []string

@@ -128,13 +128,8 @@ type JSONCompareRow struct {
 	HigherIsBetter bool             `json:"higher_is_better"`
 	A              *JSONCompareSide `json:"a"` // null: not measured in A (see missing)
 	B              *JSONCompareSide `json:"b"`
-	DeltaPct       *float64         `json:"delta_pct"`
-	P              *float64         `json:"p"`
-	U              *float64         `json:"u"`
-	Method         string           `json:"method,omitempty"`
-	Direction      string           `json:"direction,omitempty"` // better | worse | no significant difference
-	Verdict        string           `json:"verdict,omitempty"`
-	Missing        string           `json:"missing,omitempty"`
+	JSONVerdict
+	Missing string `json:"missing,omitempty"`
 }
 
 func compareSide(c *Cell) *JSONCompareSide {
@@ -152,14 +147,9 @@ func compareJSON(d *Document) JSONComparison {
 		Rows: []JSONCompareRow{}, Warnings: append([]string{}, d.warningTexts()...)}
 	for _, r := range d.compare {
 		mt := r.Column.metric
-		jr := JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
-			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B), Missing: r.Missing}
-		if v := r.Verdict; v != nil {
-			better, worse := verdictWords(mt.Metric)
-			jr.DeltaPct, jr.P, jr.U = num(v.DeltaPct), num(v.Test.P), num(v.Test.U)
-			jr.Method, jr.Direction, jr.Verdict = v.Test.Method, v.Direction.String(), v.Text(better, worse)
-		}
-		doc.Rows = append(doc.Rows, jr)
+		doc.Rows = append(doc.Rows, JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
+			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B),
+			JSONVerdict: jsonVerdict(r.Verdict, mt.Metric), Missing: r.Missing})
 	}
 	return doc
 }

@@ -82,14 +82,34 @@ type JSONCI struct {
 
 // JSONVs compares a cell with the baseline arm's cell.
 type JSONVs struct {
-	Ratio     *float64 `json:"ratio"` // median / baseline median
-	RatioCI   JSONCI   `json:"ratio_ci"`
+	Ratio   *float64 `json:"ratio"` // median / baseline median
+	RatioCI JSONCI   `json:"ratio_ci"`
+	JSONVerdict
+}
+
+// JSONVerdict is one cell judged against another (an arm against the
+// baseline, or run B against run A), the same fields in both documents.
+// Where no verdict was made (a compared cell missing in one run) the
+// numbers are null and the strings left out; a verdict always has all
+// three strings, since both sides have values.
+type JSONVerdict struct {
 	DeltaPct  *float64 `json:"delta_pct"`
 	P         *float64 `json:"p"`
 	U         *float64 `json:"u"`
-	Method    string   `json:"method"`
-	Direction string   `json:"direction"` // better | worse | no significant difference
-	Verdict   string   `json:"verdict"`
+	Method    string   `json:"method,omitempty"`
+	Direction string   `json:"direction,omitempty"` // better | worse | no significant difference
+	Verdict   string   `json:"verdict,omitempty"`
+}
+
+// jsonVerdict is v in the JSON documents, in m's words ("faster",
+// "higher"…); nil gives the empty verdict.
+func jsonVerdict(v *stats.Verdict, m result.Metric) JSONVerdict {
+	if v == nil {
+		return JSONVerdict{}
+	}
+	better, worse := verdictWords(m)
+	return JSONVerdict{DeltaPct: num(v.DeltaPct), P: num(v.Test.P), U: num(v.Test.U),
+		Method: v.Test.Method, Direction: v.Direction.String(), Verdict: v.Text(better, worse)}
 }
 
 // JSONCDF is one point of a latency CDF, in microseconds.
@@ -167,11 +187,8 @@ func jsonCell(c *Cell) JSONCell {
 		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
 		Values: c.Values, Flags: append([]string{}, c.Flags...)}
 	if c.Ratio != nil && c.Verdict != nil {
-		v := c.Verdict
-		better, worse := verdictWords(result.Metric{Name: c.Metric, Unit: c.Unit})
-		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI), DeltaPct: num(v.DeltaPct),
-			P: num(v.Test.P), U: num(v.Test.U), Method: v.Test.Method, Direction: v.Direction.String(),
-			Verdict: v.Text(better, worse)}
+		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI),
+			JSONVerdict: jsonVerdict(c.Verdict, result.Metric{Name: c.Metric, Unit: c.Unit})}
 	}
 	for _, p := range c.CDF {
 		jc.CDF = append(jc.CDF, JSONCDF{Percentile: p.Percentile, Us: p.Ns / 1e3})

@@ -48,9 +48,9 @@ func Classify(stack string) Stage {
 // and reference tools, Open vSwitch, and (by prefix) the kernel's own
 // threads: idle, softirq, workqueues.
 var measured = nameSet{
-	exact: map[string]bool{"cnibench": true, "qperf": true, "iperf3": true, "sockperf": true,
-		"netperf": true, "netserver": true, "ovs-vswitchd": true, "ovsdb-server": true, "swapper": true,
-		"ovs-vswitchd-dp": true}, // ovs-vswitchd-dpdk (ovs-dpdk lab), cut to comm's 15 bytes
+	exact: setOf("cnibench", "qperf", "iperf3", "sockperf", "netperf", "netserver", "ovs-vswitchd",
+		"ovsdb-server", "swapper",
+		"ovs-vswitchd-dp"), // ovs-vswitchd-dpdk (ovs-dpdk lab), cut to comm's 15 bytes
 	prefixes: []string{"swapper/", "ksoftirqd/", "kworker/", "napi/", "migration/", "rcu_", "cpuhp/", "idle_inject/"},
 }
 

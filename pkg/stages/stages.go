@@ -86,89 +86,109 @@ type rule struct {
 	stage  Stage
 }
 
-// exact maps whole function names.
-var exact = map[string]Stage{
-	// syscall entry/exit
-	"entry_SYSCALL_64": Syscall, "entry_SYSCALL_64_after_hwframe": Syscall, "do_syscall_64": Syscall,
-	"syscall_exit_to_user_mode": Syscall, "syscall_exit_to_user_mode_prepare": Syscall,
-	"exit_to_user_mode_prepare": Syscall, "exit_to_user_mode_loop": Syscall, "x64_sys_call": Syscall,
-	"syscall_enter_from_user_mode": Syscall, "ret_from_fork": Syscall,
-	// socket and copy
-	"copy_to_user": Socket, "copy_from_user": Socket, "_copy_to_user": Socket, "_copy_from_user": Socket,
-	"_copy_to_iter": Socket, "_copy_from_iter": Socket, "copy_user_enhanced_fast_string": Socket,
-	"copy_user_generic_unrolled": Socket, "rep_movs_alternative": Socket, "simple_copy_to_iter": Socket,
-	"__check_object_size": Socket, "__sys_sendto": Socket, "__sys_recvfrom": Socket, "__sys_sendmsg": Socket,
-	"__sys_recvmsg": Socket, "__sys_connect": Socket, "__sys_accept4": Socket, "__sys_socket": Socket,
-	"___sys_sendmsg": Socket, "___sys_recvmsg": Socket, "do_sock_setsockopt": Socket,
-	"ksys_read": Socket, "ksys_write": Socket, "vfs_read": Socket, "vfs_write": Socket,
-	"sock_read_iter": Socket, "sock_write_iter": Socket, "sockfd_lookup_light": Socket,
-	"__fput": Socket, "__sock_release": Socket, "inet_release": Socket, "inet_sendmsg": Socket,
-	"inet_recvmsg": Socket, "inet6_sendmsg": Socket, "inet6_recvmsg": Socket, "inet_stream_connect": Socket,
-	"__inet_stream_connect": Socket, "inet_accept": Socket, "do_accept": Socket,
-	// netfilter hooks
-	"nf_hook_slow": Netfilter, "nft_do_chain": Netfilter, "ipt_do_table": Netfilter, "ip6t_do_table": Netfilter,
-	"nf_hook_slow_list": Netfilter, "br_nf_pre_routing": Netfilter, "br_nf_forward_ip": Netfilter,
-	// veth
-	"veth_xmit": Veth, "veth_poll": Veth, "veth_xdp_rcv": Veth,
-	// softirq / NAPI / backlog
-	"net_rx_action": Softirq, "process_backlog": Softirq, "__napi_poll": Softirq, "napi_poll": Softirq,
-	"do_softirq": Softirq, "__do_softirq": Softirq, "handle_softirqs": Softirq, "run_ksoftirqd": Softirq,
-	"net_tx_action": Softirq, "enqueue_to_backlog": Softirq, "netif_rx": Softirq, "netif_rx_internal": Softirq,
-	"__netif_rx": Softirq, "napi_complete_done": Softirq, "napi_schedule_prep": Softirq,
-	"__napi_schedule": Softirq, "____napi_schedule": Softirq, "napi_gro_receive": Netdev,
-	"irq_exit_rcu": Softirq, "__irq_exit_rcu": Softirq, "do_softirq.part.0": Softirq,
-	// wake-ups
-	"try_to_wake_up": Wakeup, "wake_up_process": Wakeup, "wake_up_q": Wakeup, "default_wake_function": Wakeup,
-	"autoremove_wake_function": Wakeup, "woken_wake_function": Wakeup, "pollwake": Wakeup, "ep_poll_callback": Wakeup,
-	"sock_def_readable": Wakeup, "sock_def_write_space": Wakeup, "sk_stream_write_space": Wakeup,
-	"tcp_data_ready": Wakeup, "sock_def_wakeup": Wakeup, "native_send_call_func_single_ipi": Wakeup,
-	"send_call_function_single_ipi": Wakeup, "__smp_call_single_queue": Wakeup, "ttwu_queue_wakelist": Wakeup,
-	"ttwu_do_activate": Wakeup, "ttwu_queue": Wakeup, "x2apic_send_IPI": Wakeup, "kvm_send_ipi_mask": Wakeup,
-	"__wake_up": Wakeup, "__wake_up_common": Wakeup, "__wake_up_common_lock": Wakeup, "__wake_up_sync_key": Wakeup,
-	"__wake_up_sync": Wakeup, "wake_up_bit": Wakeup, "irq_work_queue": Wakeup,
-	// scheduler
-	"schedule": Scheduler, "__schedule": Scheduler, "schedule_timeout": Scheduler,
-	"schedule_hrtimeout_range": Scheduler, "schedule_hrtimeout_range_clock": Scheduler, "do_nanosleep": Scheduler,
-	"context_switch": Scheduler, "__switch_to": Scheduler, "__switch_to_asm": Scheduler,
-	"update_curr": Scheduler, "update_load_avg": Scheduler, "enqueue_entity": Scheduler, "dequeue_entity": Scheduler,
-	"set_next_entity": Scheduler, "put_prev_entity": Scheduler, "newidle_balance": Scheduler,
-	"sched_balance_newidle": Scheduler, "sched_balance_rq": Scheduler, "load_balance": Scheduler,
-	"scheduler_tick": Scheduler, "sched_tick": Scheduler, "task_tick_fair": Scheduler, "yield_task_fair": Scheduler,
-	"do_sched_yield": Scheduler, "sched_ttwu_pending": Scheduler, "__flush_smp_call_function_queue": Wakeup,
-	"flush_smp_call_function_queue": Wakeup, "generic_smp_call_function_single_interrupt": Wakeup,
-	"__sysvec_call_function_single": Wakeup, "sysvec_call_function_single": Wakeup,
-	"asm_sysvec_call_function_single": Wakeup, "sysvec_reschedule_ipi": Wakeup, "asm_sysvec_reschedule_ipi": Wakeup,
-	"futex_wait": Scheduler, "futex_wake": Wakeup, "futex_wait_queue": Scheduler, "do_futex": Scheduler,
-	"do_epoll_wait": Scheduler, "ep_poll": Scheduler, "do_select": Scheduler, "do_sys_poll": Scheduler,
-	"core_sys_select": Scheduler, "do_poll": Scheduler,
-	// idle
-	"pv_native_safe_halt": Idle, "native_safe_halt": Idle, "default_idle": Idle, "default_idle_call": Idle,
-	"arch_cpu_idle": Idle, "do_idle": Idle, "cpu_startup_entry": Idle, "cpuidle_enter": Idle,
-	"cpuidle_enter_state": Idle, "cpuidle_idle_call": Idle, "haltpoll_enter_idle": Idle, "poll_idle": Idle,
-	"intel_idle": Idle, "acpi_idle_enter": Idle, "mwait_idle": Idle, "start_secondary": Idle,
-	"rest_init": Idle, "x86_64_start_kernel": Idle, "kvm_wait": Idle, "amd_e400_idle": Idle,
-	"common_startup_64": Idle, "secondary_startup_64_no_verify": Idle, "cpuidle_poll_time": Idle,
-	// netdev: device layer and qdisc
-	"dev_queue_xmit": Netdev, "__dev_queue_xmit": Netdev, "dev_hard_start_xmit": Netdev, "sch_direct_xmit": Netdev,
-	"__qdisc_run": Netdev, "validate_xmit_skb": Netdev, "netif_receive_skb": Softirq,
-	"__netif_receive_skb": Softirq, "__netif_receive_skb_core": Softirq, "__netif_receive_skb_one_core": Softirq,
-	"netif_receive_skb_list_internal": Softirq, "__netif_receive_skb_list_core": Softirq,
-	"gro_normal_list": Netdev, "dev_gro_receive": Netdev, "napi_gro_complete": Netdev,
-	"skb_gro_receive": Netdev, "inet_gro_receive": Netdev, "tcp_gro_receive": Netdev, "tcp4_gro_receive": Netdev,
-	"udp_gro_receive": Netdev, "udp4_gro_receive": Netdev, "netdev_core_pick_tx": Netdev,
-	"skb_segment": Netdev, "__skb_gso_segment": Netdev, "skb_mac_gso_segment": Netdev, "inet_gso_segment": Netdev,
-	"tcp_gso_segment": Netdev, "tcp4_gso_segment": Netdev, "dev_forward_skb": Veth, "__dev_forward_skb": Veth,
-	"__dev_forward_skb2": Veth, "eth_type_trans": Netdev,
-	// eBPF hooks
-	"tcf_classify": BPF, "tcx_run": BPF, "sch_handle_ingress": BPF, "sch_handle_egress": BPF,
-	"cls_bpf_classify": BPF, "bpf_dispatcher_xdp_func": BPF, "do_xdp_generic": BPF, "bpf_prog_run_generic_xdp": BPF,
-	"__bpf_prog_run": BPF, "tcf_bpf_act": BPF, "skb_do_redirect": BPF,
-	// IP & routing
-	"dst_output": IP, "dst_input": IP, "neigh_resolve_output": IP, "neigh_hh_output": IP,
-	"__neigh_event_send": IP, "neigh_output": IP,
-	// tunnels
-	"udp_tunnel_xmit_skb": Tunnel, "iptunnel_xmit": Tunnel, "__iptunnel_pull_header": Tunnel,
-	"iptunnel_handle_offloads": Tunnel, "udp_tunnel_nic_work": Tunnel,
+// stageNames lists, per stage, the kernel functions named in full. A name
+// here wins over any prefix rule, which is how a function is put in
+// another stage than its prefix says (napi_gro_receive is GRO, not NAPI;
+// sock_def_readable wakes the reader). A name belongs to one stage only
+// (TestStageNamesUnique).
+var stageNames = map[Stage][]string{
+	Syscall: {
+		"entry_SYSCALL_64", "entry_SYSCALL_64_after_hwframe", "do_syscall_64", "syscall_exit_to_user_mode",
+		"syscall_exit_to_user_mode_prepare", "exit_to_user_mode_prepare", "exit_to_user_mode_loop",
+		"x64_sys_call", "syscall_enter_from_user_mode", "ret_from_fork",
+	},
+	Socket: {
+		"copy_to_user", "copy_from_user", "_copy_to_user", "_copy_from_user", "_copy_to_iter",
+		"_copy_from_iter", "copy_user_enhanced_fast_string", "copy_user_generic_unrolled",
+		"rep_movs_alternative", "simple_copy_to_iter", "__check_object_size", "__sys_sendto", "__sys_recvfrom",
+		"__sys_sendmsg", "__sys_recvmsg", "__sys_connect", "__sys_accept4", "__sys_socket", "___sys_sendmsg",
+		"___sys_recvmsg", "do_sock_setsockopt", "ksys_read", "ksys_write", "vfs_read", "vfs_write",
+		"sock_read_iter", "sock_write_iter", "sockfd_lookup_light", "__fput", "__sock_release", "inet_release",
+		"inet_sendmsg", "inet_recvmsg", "inet6_sendmsg", "inet6_recvmsg", "inet_stream_connect",
+		"__inet_stream_connect", "inet_accept", "do_accept",
+	},
+	IP: {
+		"dst_output", "dst_input", "neigh_resolve_output", "neigh_hh_output", "__neigh_event_send",
+		"neigh_output",
+	},
+	Netfilter: {
+		"nf_hook_slow", "nft_do_chain", "ipt_do_table", "ip6t_do_table", "nf_hook_slow_list",
+		"br_nf_pre_routing", "br_nf_forward_ip",
+	},
+	Netdev: {
+		"napi_gro_receive", "dev_queue_xmit", "__dev_queue_xmit", "dev_hard_start_xmit", "sch_direct_xmit",
+		"__qdisc_run", "validate_xmit_skb", "gro_normal_list", "dev_gro_receive", "napi_gro_complete",
+		"skb_gro_receive", "inet_gro_receive", "tcp_gro_receive", "tcp4_gro_receive", "udp_gro_receive",
+		"udp4_gro_receive", "netdev_core_pick_tx", "skb_segment", "__skb_gso_segment", "skb_mac_gso_segment",
+		"inet_gso_segment", "tcp_gso_segment", "tcp4_gso_segment", "eth_type_trans",
+	},
+	Veth: {
+		"veth_xmit", "veth_poll", "veth_xdp_rcv", "dev_forward_skb", "__dev_forward_skb", "__dev_forward_skb2",
+	},
+	Tunnel: {
+		"udp_tunnel_xmit_skb", "iptunnel_xmit", "__iptunnel_pull_header", "iptunnel_handle_offloads",
+		"udp_tunnel_nic_work",
+	},
+	BPF: {
+		"tcf_classify", "tcx_run", "sch_handle_ingress", "sch_handle_egress", "cls_bpf_classify",
+		"bpf_dispatcher_xdp_func", "do_xdp_generic", "bpf_prog_run_generic_xdp", "__bpf_prog_run",
+		"tcf_bpf_act", "skb_do_redirect",
+	},
+	Softirq: {
+		"net_rx_action", "process_backlog", "__napi_poll", "napi_poll", "do_softirq", "__do_softirq",
+		"handle_softirqs", "run_ksoftirqd", "net_tx_action", "enqueue_to_backlog", "netif_rx",
+		"netif_rx_internal", "__netif_rx", "napi_complete_done", "napi_schedule_prep", "__napi_schedule",
+		"____napi_schedule", "irq_exit_rcu", "__irq_exit_rcu", "netif_receive_skb", "__netif_receive_skb",
+		"__netif_receive_skb_core", "__netif_receive_skb_one_core", "netif_receive_skb_list_internal",
+		"__netif_receive_skb_list_core",
+	},
+	Wakeup: {
+		"try_to_wake_up", "wake_up_process", "wake_up_q", "default_wake_function", "autoremove_wake_function",
+		"woken_wake_function", "pollwake", "ep_poll_callback", "sock_def_readable", "sock_def_write_space",
+		"sk_stream_write_space", "tcp_data_ready", "sock_def_wakeup", "native_send_call_func_single_ipi",
+		"send_call_function_single_ipi", "__smp_call_single_queue", "ttwu_queue_wakelist", "ttwu_do_activate",
+		"ttwu_queue", "x2apic_send_IPI", "kvm_send_ipi_mask", "__wake_up", "__wake_up_common",
+		"__wake_up_common_lock", "__wake_up_sync_key", "__wake_up_sync", "wake_up_bit", "irq_work_queue",
+		"__flush_smp_call_function_queue", "flush_smp_call_function_queue",
+		"generic_smp_call_function_single_interrupt", "__sysvec_call_function_single",
+		"sysvec_call_function_single", "asm_sysvec_call_function_single", "sysvec_reschedule_ipi",
+		"asm_sysvec_reschedule_ipi", "futex_wake",
+	},
+	Scheduler: {
+		"schedule", "__schedule", "schedule_timeout", "schedule_hrtimeout_range",
+		"schedule_hrtimeout_range_clock", "do_nanosleep", "context_switch", "__switch_to", "__switch_to_asm",
+		"update_curr", "update_load_avg", "enqueue_entity", "dequeue_entity", "set_next_entity",
+		"put_prev_entity", "newidle_balance", "sched_balance_newidle", "sched_balance_rq", "load_balance",
+		"scheduler_tick", "sched_tick", "task_tick_fair", "yield_task_fair", "do_sched_yield",
+		"sched_ttwu_pending", "futex_wait", "futex_wait_queue", "do_futex", "do_epoll_wait", "ep_poll",
+		"do_select", "do_sys_poll", "core_sys_select", "do_poll",
+	},
+	Idle: {
+		"pv_native_safe_halt", "native_safe_halt", "default_idle", "default_idle_call", "arch_cpu_idle",
+		"do_idle", "cpu_startup_entry", "cpuidle_enter", "cpuidle_enter_state", "cpuidle_idle_call",
+		"haltpoll_enter_idle", "poll_idle", "intel_idle", "acpi_idle_enter", "mwait_idle", "start_secondary",
+		"rest_init", "x86_64_start_kernel", "kvm_wait", "amd_e400_idle", "common_startup_64",
+		"secondary_startup_64_no_verify", "cpuidle_poll_time",
+	},
+}
+
+// exact maps whole function names to their stage; conflicts are the names
+// stageNames lists under two stages (none, by TestStageNamesUnique).
+var exact, conflicts = byName(stageNames)
+
+// byName inverts a stage → names table. A name listed under two stages
+// keeps one of them and is returned in conflicts.
+func byName(table map[Stage][]string) (stageOf map[string]Stage, conflicts []string) {
+	stageOf = map[string]Stage{}
+	for stage, names := range table {
+		for _, n := range names {
+			if _, dup := stageOf[n]; dup {
+				conflicts = append(conflicts, n)
+			}
+			stageOf[n] = stage
+		}
+	}
+	return stageOf, conflicts
 }
 
 // prefixes, longest match wins.
@@ -212,23 +232,20 @@ var prefixes = []rule{
 
 // helpers never name a stage: their time belongs to whoever called them
 // (a lock released by try_to_wake_up is the wake-up's cost).
-var helpers = nameSet{exact: map[string]bool{
-	"finish_task_switch": true, "__local_bh_enable_ip": true, "local_bh_enable": true, "__rcu_read_lock": true,
-	"__rcu_read_unlock": true, "rcu_read_unlock_strict": true, "lock_sock_nested": true, "release_sock": true,
-	"__release_sock": true, "lock_acquire": true, "lock_release": true, "memcpy": true, "memset": true,
-	"memmove": true, "memcpy_orig": true, "memset_orig": true, "__memcpy": true, "__memset": true,
-	"kfree": true, "kmalloc_reserve": true, "__kmalloc_node_track_caller": true, "kmem_cache_alloc_node": true,
-	"kmem_cache_free": true, "kmem_cache_alloc": true, "__slab_free": true, "___slab_alloc": true,
-	"page_frag_alloc_align": true, "__page_frag_alloc_align": true, "check_heap_object": true,
-	"__check_heap_object": true, "__virt_addr_valid": true, "irqentry_exit": true, "irqentry_exit_to_user_mode": true,
-	"irqentry_enter": true, "asm_common_interrupt": true, "common_interrupt": true,
-	"asm_sysvec_apic_timer_interrupt": true, "sysvec_apic_timer_interrupt": true,
-	"__sysvec_apic_timer_interrupt": true, "ktime_get": true, "read_tsc": true, "kvm_clock_get_cycles": true,
-	"kvm_clock_read": true, "pvclock_clocksource_read": true, "pvclock_clocksource_read_nowd": true,
-	"native_read_msr": true, "native_write_msr": true, "__cond_resched": true, "_cond_resched": true,
-	"refill_stock": true, "mod_memcg_state": true, "__mod_memcg_state": true, "__mod_memcg_lruvec_state": true,
-	"mem_cgroup_charge_skmem": true, "mem_cgroup_uncharge_skmem": true, "try_charge_memcg": true,
-}, prefixes: []string{
+var helpers = nameSet{exact: setOf(
+	"finish_task_switch", "__local_bh_enable_ip", "local_bh_enable", "__rcu_read_lock", "__rcu_read_unlock",
+	"rcu_read_unlock_strict", "lock_sock_nested", "release_sock", "__release_sock", "lock_acquire",
+	"lock_release", "memcpy", "memset", "memmove", "memcpy_orig", "memset_orig", "__memcpy", "__memset",
+	"kfree", "kmalloc_reserve", "__kmalloc_node_track_caller", "kmem_cache_alloc_node", "kmem_cache_free",
+	"kmem_cache_alloc", "__slab_free", "___slab_alloc", "page_frag_alloc_align", "__page_frag_alloc_align",
+	"check_heap_object", "__check_heap_object", "__virt_addr_valid", "irqentry_exit",
+	"irqentry_exit_to_user_mode", "irqentry_enter", "asm_common_interrupt", "common_interrupt",
+	"asm_sysvec_apic_timer_interrupt", "sysvec_apic_timer_interrupt", "__sysvec_apic_timer_interrupt",
+	"ktime_get", "read_tsc", "kvm_clock_get_cycles", "kvm_clock_read", "pvclock_clocksource_read",
+	"pvclock_clocksource_read_nowd", "native_read_msr", "native_write_msr", "__cond_resched", "_cond_resched",
+	"refill_stock", "mod_memcg_state", "__mod_memcg_state", "__mod_memcg_lruvec_state",
+	"mem_cgroup_charge_skmem", "mem_cgroup_uncharge_skmem", "try_charge_memcg",
+), prefixes: []string{
 	"_raw_spin_", "raw_spin_", "__raw_spin_", "_raw_read_", "_raw_write_", "queued_spin_", "queued_read_",
 	"queued_write_", "native_queued_spin_", "__pv_queued_spin_", "pv_queued_spin_", "preempt_", "__preempt_",
 	"native_irq_", "arch_local_irq", "local_irq_", "trace_hardirqs_", "lockdep_", "rcu_", "__rcu_",
@@ -242,6 +259,15 @@ var helpers = nameSet{exact: map[string]bool{
 type nameSet struct {
 	exact    map[string]bool
 	prefixes []string
+}
+
+// setOf is the set of names, for nameSet.exact.
+func setOf(names ...string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 func (n nameSet) has(name string) bool {

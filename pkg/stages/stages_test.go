@@ -13,25 +13,69 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the .golden files from the captured stacks")
 
+// TestOf checks how Of decides, one rule of the lookup per group; the
+// tables themselves are checked against real stacks by the golden tests.
 func TestOf(t *testing.T) {
-	for fn, want := range map[string]Stage{
-		"nf_hook_slow": Netfilter, "nft_do_chain": Netfilter, "ipt_do_table": Netfilter, "nft_match_large_eval": Netfilter,
-		"nf_conntrack_in": Conntrack, "nf_conntrack_tcp_packet": Conntrack, "__nf_conntrack_find_get": Conntrack,
-		"nf_nat_ipv4_out": NAT, "nf_nat_inet_fn": NAT,
-		"vxlan_xmit_one": Tunnel, "vxlan_rcv": Tunnel, "udp_tunnel_xmit_skb": Tunnel, "geneve_xmit": Tunnel,
-		"gro_cell_poll": Tunnel, "udp_queue_rcv_one_skb": UDP, "tcp_v4_rcv": TCP, "tcp_sendmsg_locked": TCP,
-		"ip_finish_output2": IP, "fib_table_lookup": IP, "ip_route_input_slow": IP,
-		"veth_xmit": Veth, "br_handle_frame": Bridge, "ovs_vport_receive": OVS, "bpf_prog_3a1b_cnb_fast": BPF,
-		"net_rx_action": Softirq, "process_backlog": Softirq, "__napi_poll": Softirq,
-		"sock_def_readable": Wakeup, "try_to_wake_up": Wakeup, "ttwu_do_activate": Wakeup,
-		"__schedule": Scheduler, "pick_next_task_fair": Scheduler, "pv_native_safe_halt": Idle, "do_idle": Idle,
-		"do_syscall_64": Syscall, "__x64_sys_sendto": Syscall, "_copy_to_iter": Socket, "skb_copy_datagram_iter": Socket,
-		"dev_hard_start_xmit": Netdev, "do_softirq.part.0": Softirq, "finish_task_switch.isra.0": "",
-		"_raw_spin_unlock_irqrestore": "", "preempt_count_add": "", "comment_mt": "", "memcpy_orig": "",
+	for _, g := range []struct {
+		rule  string
+		cases map[string]Stage
+	}{
+		{"a name listed in full takes its stage", map[string]Stage{
+			"nf_hook_slow": Netfilter, "nft_do_chain": Netfilter, "ipt_do_table": Netfilter,
+			"udp_tunnel_xmit_skb": Tunnel, "veth_xmit": Veth, "net_rx_action": Softirq, "process_backlog": Softirq,
+			"__napi_poll": Softirq, "try_to_wake_up": Wakeup, "ttwu_do_activate": Wakeup, "__schedule": Scheduler,
+			"pv_native_safe_halt": Idle, "do_idle": Idle, "do_syscall_64": Syscall, "_copy_to_iter": Socket,
+			"dev_hard_start_xmit": Netdev,
+		}},
+		{"a name listed in full beats its prefix", map[string]Stage{
+			"sock_def_readable": Wakeup, // sock_ is Socket
+			"napi_gro_receive":  Netdev, // napi_ is Softirq
+			"dev_forward_skb":   Veth,   // dev_ is Netdev
+			"tcp_data_ready":    Wakeup, // tcp_ is TCP
+		}},
+		{"otherwise a prefix names the stage", map[string]Stage{
+			"nft_match_large_eval": Netfilter, "vxlan_xmit_one": Tunnel, "vxlan_rcv": Tunnel, "geneve_xmit": Tunnel,
+			"gro_cell_poll": Tunnel, "tcp_v4_rcv": TCP, "tcp_sendmsg_locked": TCP, "ip_finish_output2": IP,
+			"fib_table_lookup": IP, "br_handle_frame": Bridge, "ovs_vport_receive": OVS,
+			"bpf_prog_3a1b_cnb_fast": BPF, "pick_next_task_fair": Scheduler, "__x64_sys_sendto": Syscall,
+			"skb_copy_datagram_iter": Socket,
+		}},
+		{"the longest matching prefix wins", map[string]Stage{
+			"nf_conntrack_in":         Conntrack, // not nf_'s Netfilter
+			"nf_conntrack_tcp_packet": Conntrack,
+			"__nf_conntrack_find_get": Conntrack, // not __nf_'s Netfilter
+			"nf_nat_ipv4_out":         NAT,
+			"nf_nat_inet_fn":          NAT,
+			"udp_queue_rcv_one_skb":   UDP,
+			"udp_tunnel_sock_release": Tunnel, // not udp_'s UDP
+			"ip_route_input_slow":     IP,
+			"ip_tunnel_xmit":          Tunnel, // not ip_'s IP
+		}},
+		{"clone suffixes are removed first", map[string]Stage{
+			"do_softirq.part.0": Softirq, "tcp_v4_rcv.cold": TCP, "finish_task_switch.isra.0": "",
+		}},
+		{"helpers and unknown functions name no stage", map[string]Stage{
+			"_raw_spin_unlock_irqrestore": "", "preempt_count_add": "", "memcpy_orig": "", "rcu_read_unlock_strict": "",
+			"comment_mt": "", "some_driver_fn": "",
+		}},
 	} {
-		if got := Of(fn); got != want {
-			t.Errorf("Of(%q) = %q, want %q", fn, got, want)
+		for fn, want := range g.cases {
+			if got := Of(fn); got != want {
+				t.Errorf("%s: Of(%q) = %q, want %q", g.rule, fn, got, want)
+			}
 		}
+	}
+}
+
+// TestStageNamesUnique: a name listed under two stages would get either of
+// them, depending on map order.
+func TestStageNamesUnique(t *testing.T) {
+	if len(conflicts) > 0 {
+		t.Errorf("stageNames lists these under two stages: %v", conflicts)
+	}
+	_, got := byName(map[Stage][]string{TCP: {"tcp_ack", "tcp_push"}, Wakeup: {"tcp_push"}})
+	if len(got) != 1 || got[0] != "tcp_push" {
+		t.Errorf("byName with tcp_push under two stages: conflicts %v, want [tcp_push]", got)
 	}
 }
 

@@ -259,6 +259,22 @@ func TestJournalOffloadsFixture(t *testing.T) {
 	wantRollback(t, e, j.Path(), 1) // with the interface gone
 }
 
+// A journal directory that was never created holds no journals; one that
+// cannot be read is an error, not an empty list.
+func TestJournalsDirMissingOrUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if js, err := Journals(filepath.Join(dir, "never-made")); err != nil || js != nil {
+		t.Errorf("missing dir: %v, %v", js, err)
+	}
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Journals(file); err == nil {
+		t.Error("a file as the journal dir: no error")
+	}
+}
+
 func TestSysctlNames(t *testing.T) {
 	for _, bad := range []string{"", "rmem_max", "net/core/rmem_max", "net.core.../x", "../etc.passwd", "net. core"} {
 		if _, err := sysctlRel(bad); err == nil {

@@ -464,10 +464,7 @@ type JournalInfo struct {
 // Journals lists the journals in dir, oldest first.
 func Journals(dir string) ([]JournalInfo, error) {
 	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) { // none there: an empty list
 		return nil, err
 	}
 	var out []JournalInfo

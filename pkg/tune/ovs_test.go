@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cnibench/cnibench/internal/fixture"
 )
 
 // fakeOVSDB answers the two OVSDB operations the OVS knobs use (select and
@@ -28,16 +30,7 @@ func (f *fakeOVSDB) serve(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go f.handle(c)
-		}
-	}()
+	fixture.Serve(t, l, f.handle)
 	return sock
 }
 
