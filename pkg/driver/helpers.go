@@ -109,8 +109,12 @@ func WithPort(argv []string, flag string, port int) []string {
 }
 
 // CheckClient returns the refusals every ClientCommand starts with: a test
-// d does not run, or a spec with no server address.
-func CheckClient(d Driver, spec Spec) error {
+// d does not run, or a spec with no server address. d is a Driver, or the
+// Tool one is made of.
+func CheckClient(d interface {
+	Name() string
+	Supports(test string) error
+}, spec Spec) error {
 	if err := d.Supports(spec.Test); err != nil {
 		return err
 	}

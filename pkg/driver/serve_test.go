@@ -27,11 +27,11 @@ func TestServers(t *testing.T) {
 		want []driver.Server
 	}{
 		// The tool's own port, named as the lab's Measure names it.
-		{qperf.Driver{}, 0, []driver.Server{{Argv: []string{"qperf", "--listen_port", "19765"}, Tests: []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"}}}},
-		{qperf.Driver{}, 6000, []driver.Server{{Argv: []string{"qperf", "--listen_port", "6000"}, Tests: []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"}}}},
+		{qperf.Driver, 0, []driver.Server{{Argv: []string{"qperf", "--listen_port", "19765"}, Tests: []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"}}}},
+		{qperf.Driver, 6000, []driver.Server{{Argv: []string{"qperf", "--listen_port", "6000"}, Tests: []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"}}}},
 		// Persistent: no -1, so the pod's server outlives the first test.
-		{iperf3.Driver{}, 0, []driver.Server{{Argv: []string{"iperf3", "-s", "-p", "5201"}, Tests: []string{"tcp_bw", "udp_bw"}}}},
-		{sockperf.Driver{}, 0, []driver.Server{
+		{iperf3.Driver, 0, []driver.Server{{Argv: []string{"iperf3", "-s", "-p", "5201"}, Tests: []string{"tcp_bw", "udp_bw"}}}},
+		{sockperf.Driver, 0, []driver.Server{
 			{Argv: []string{"sockperf", "server", "--tcp", "-p", "11111"}, Tests: []string{"tcp_lat"}},
 			{Argv: []string{"sockperf", "server", "-p", "11111"}, Tests: []string{"udp_lat"}, UDPOnly: true},
 		}},
@@ -45,7 +45,7 @@ func TestServers(t *testing.T) {
 		}
 	}
 	// The lab's one-off iperf3 server is unchanged.
-	if argv, _ := (iperf3.Driver{}).ServerCommand(driver.Spec{Test: "tcp_bw"}); !reflect.DeepEqual(argv, []string{"iperf3", "-s", "-1"}) {
+	if argv, _ := iperf3.Driver.ServerCommand(driver.Spec{Test: "tcp_bw"}); !reflect.DeepEqual(argv, []string{"iperf3", "-s", "-1"}) {
 		t.Errorf("lab iperf3 server: %v", argv)
 	}
 }
@@ -68,29 +68,29 @@ func procNet(t *testing.T, tcpListen, udpBound []int) string {
 }
 
 func TestListening(t *testing.T) {
-	if err := driver.Listening(qperf.Driver{}, 0, procNet(t, []int{qperf.DefaultPort}, nil)); err != nil {
+	if err := driver.Listening(qperf.Driver, 0, procNet(t, []int{qperf.DefaultPort}, nil)); err != nil {
 		t.Errorf("qperf listening: %v", err)
 	}
-	if err := driver.Listening(qperf.Driver{}, 0, procNet(t, nil, []int{qperf.DefaultPort})); !errors.Is(err, driver.ErrNotListening) {
+	if err := driver.Listening(qperf.Driver, 0, procNet(t, nil, []int{qperf.DefaultPort})); !errors.Is(err, driver.ErrNotListening) {
 		t.Errorf("qperf with only a UDP socket: %v", err)
 	}
 	// sockperf needs both its TCP and its UDP server.
-	if err := driver.Listening(sockperf.Driver{}, 0, procNet(t, []int{sockperf.DefaultPort}, nil)); !errors.Is(err, driver.ErrNotListening) || !strings.Contains(err.Error(), "udp") {
+	if err := driver.Listening(sockperf.Driver, 0, procNet(t, []int{sockperf.DefaultPort}, nil)); !errors.Is(err, driver.ErrNotListening) || !strings.Contains(err.Error(), "udp") {
 		t.Errorf("sockperf without its UDP server: %v", err)
 	}
-	if err := driver.Listening(sockperf.Driver{}, 7000, procNet(t, []int{7000}, []int{7000})); err != nil {
+	if err := driver.Listening(sockperf.Driver, 7000, procNet(t, []int{7000}, []int{7000})); err != nil {
 		t.Errorf("sockperf on 7000: %v", err)
 	}
 }
 
-type absent struct{ qperf.Driver }
+type absent struct{ driver.Driver }
 
 func (absent) Installed() error {
 	return driver.NotInstalled("qperf is not installed: apt-get install qperf")
 }
 
 func TestServeMissingTool(t *testing.T) {
-	err := driver.Serve(context.Background(), absent{}, 0, io.Discard)
+	err := driver.Serve(context.Background(), absent{qperf.Driver}, 0, io.Discard)
 	if !errors.Is(err, driver.ErrNotInstalled) {
 		t.Fatalf("want ErrNotInstalled, got %v", err)
 	}
@@ -112,7 +112,7 @@ func TestServeQperf(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	pr, pw := io.Pipe()
-	go func() { done <- driver.Serve(ctx, qperf.Driver{}, port, pw); pw.Close() }()
+	go func() { done <- driver.Serve(ctx, qperf.Driver, port, pw); pw.Close() }()
 	line := make([]byte, 200)
 	n, _ := pr.Read(line)
 	go io.Copy(io.Discard, pr)
@@ -120,11 +120,11 @@ func TestServeQperf(t *testing.T) {
 		cancel()
 		t.Fatalf("serve said %q: %v", line[:n], <-done)
 	}
-	if err := driver.Listening(qperf.Driver{}, port, "/proc/self/net"); err != nil {
+	if err := driver.Listening(qperf.Driver, port, "/proc/self/net"); err != nil {
 		t.Errorf("Listening after Serve's ready line: %v", err)
 	}
 	spec := driver.Spec{Server: "127.0.0.1", Port: port, Test: "tcp_lat", MsgSize: 1, Duration: time.Second}
-	r, err := driver.MeasureClient(ctx, qperf.Driver{}, spec, "")
+	r, err := driver.MeasureClient(ctx, qperf.Driver, spec, "")
 	if err != nil {
 		t.Fatalf("measure against the served qperf: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestServeQperf(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
-	if err := driver.Listening(qperf.Driver{}, port, "/proc/self/net"); err == nil {
+	if err := driver.Listening(qperf.Driver, port, "/proc/self/net"); err == nil {
 		t.Error("qperf still listening after Serve returned")
 	}
 }

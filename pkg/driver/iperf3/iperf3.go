@@ -17,39 +17,17 @@ import (
 // DefaultPort is iperf3's port when -p is not given.
 const DefaultPort = 5201
 
-func init() { driver.Register(Driver{}) }
+// Driver is the iperf3 driver, registered as engine "iperf3". iperf3
+// streams; it has no request/response test. Its version is read as
+// "iperf 3.12 (cJSON 1.7.15)" → "3.12".
+var Driver driver.Driver = toolDriver{driver.NewTool("iperf3", DefaultPort, versionOf, result.TCPBW, result.UDPBW).
+	Refuse("iperf3 has no %s test (it only streams); use engine qperf, sockperf or builtin", result.TCPLat, result.UDPLat, result.TCPCRR)}
 
-// Driver is the iperf3 driver. It holds no state.
-type Driver struct{}
+// toolDriver is iperf3 as a driver.Tool, with its commands and its parser.
+// It holds no state.
+type toolDriver struct{ *driver.Tool }
 
-// Name implements driver.Driver.
-func (Driver) Name() string { return "iperf3" }
-
-// DefaultPort implements driver.DefaultPorter.
-func (Driver) DefaultPort() int { return DefaultPort }
-
-// Supports implements driver.Driver: iperf3 streams; it has no request/response test.
-func (Driver) Supports(test string) error {
-	switch test {
-	case result.TCPBW, result.UDPBW:
-		return nil
-	case result.TCPLat, result.UDPLat, result.TCPCRR:
-		return driver.NotSupported("iperf3 has no %s test (it only streams); use engine qperf, sockperf or builtin", test)
-	}
-	return driver.NotSupported("iperf3: unknown test %q (iperf3 runs tcp_bw, udp_bw)", test)
-}
-
-// Installed implements driver.Driver.
-func (Driver) Installed() error { return driver.CheckInstalled("iperf3", "iperf3") }
-
-// Version implements driver.Driver ("iperf 3.12 (cJSON 1.7.15)" → "3.12").
-func (Driver) Version() (string, error) {
-	out, err := driver.RunVersion("iperf3", "--version")
-	if err != nil {
-		return "", err
-	}
-	return versionOf(out)
-}
+func init() { driver.Register(Driver) }
 
 func versionOf(s string) (string, error) {
 	f := strings.Fields(s)
@@ -70,7 +48,7 @@ func firstLine(s string) string {
 // after serving one test, so nothing outlives the measurement; with
 // spec.Persistent (a Kubernetes server pod, which serves test after test)
 // it keeps serving.
-func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 	argv := []string{"iperf3", "-s", "-1"}
 	if spec.Persistent {
 		argv = argv[:2]
@@ -82,8 +60,8 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // ClientCommand implements driver.Driver. Warmup maps onto iperf3's --omit:
 // the first seconds are sent but left out of the end totals. The duration
 // must be whole seconds (iperf3 would silently truncate it).
-func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
 	}
 	secs, err := driver.WholeSeconds("iperf3", spec.Duration)

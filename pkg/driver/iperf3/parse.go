@@ -103,7 +103,7 @@ func Decode(b []byte) (*Output, error) {
 }
 
 // Parse implements driver.Driver.
-func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
+func (d toolDriver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 	o, err := Decode(stdout)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-var golden = drivertest.Goldens{Driver: Driver{}, Port: 15210, Rel: 1e-9}
+var golden = drivertest.Goldens{Driver: Driver, Port: 15210, Rel: 1e-9}
 
 func TestParseTCP(t *testing.T) {
 	r := golden.Parse(t, "tcp_bw", 0, "tcp_P1.json")
@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	d := Driver{}
+	d := Driver
 	s := golden.Spec("udp_bw", 1024)
 	s.Warmup = time.Second
 	argv, err := d.ClientCommand(s)
@@ -158,7 +158,7 @@ func FuzzDecode(f *testing.F) {
 
 // TestPrivEndToEnd runs real iperf3 across a veth pair (privileged).
 func TestPrivEndToEnd(t *testing.T) {
-	rs := drivertest.Run(t, Driver{}, 15290,
+	rs := drivertest.Run(t, Driver, 15290,
 		driver.Spec{Test: "tcp_bw", Duration: time.Second},
 		driver.Spec{Test: "tcp_bw", Duration: time.Second, Parallel: 2},
 		driver.Spec{Test: "udp_bw", MsgSize: 1024, Duration: time.Second, RateBps: 50e6},

@@ -126,7 +126,7 @@ func get(b Block, name string, units map[string]float64) (v float64, ok bool, er
 
 // Parse implements driver.Driver. It returns the block for spec.Test (and,
 // when an -oo loop printed several, the one at spec.MsgSize).
-func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
+func (d toolDriver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 	blocks, err := ParseBlocks(stdout)
 	if err != nil {
 		return nil, err
@@ -175,7 +175,7 @@ func testNames(bs []Block) string {
 
 // FromBlock maps one qperf block into a result. Exposed through Parse; kept
 // separate so ParseAll can map every block of a multi-test run.
-func fromBlock(d Driver, spec driver.Spec, b Block) (*result.Result, error) {
+func fromBlock(d toolDriver, spec driver.Spec, b Block) (*result.Result, error) {
 	argv, _ := d.ClientCommand(spec) // recorded for the reader; spec was valid to run
 	r := result.New(result.Tool{Name: "qperf", Command: argv}, b.Test, spec.MsgSize)
 	r.Server = fmt.Sprintf("%s:%d", spec.Server, portOr(spec.Port))

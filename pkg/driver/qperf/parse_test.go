@@ -12,7 +12,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
-var golden = drivertest.Goldens{Driver: Driver{}, Port: 19770, Rel: 1e-9}
+var golden = drivertest.Goldens{Driver: Driver, Port: 19770, Rel: 1e-9}
 
 func TestParseLatencyGolden(t *testing.T) {
 	r := golden.Parse(t, "tcp_lat", 1, "driver_tcp_lat_1.txt")
@@ -95,7 +95,7 @@ func TestParseLoopOutput(t *testing.T) {
 		r := golden.ParseOut(t, golden.Spec("tcp_lat", size), out)
 		golden.Near(t, "loop latency", r.Latency.OneWayNs.Mean, ns)
 	}
-	if _, err := (Driver{}).Parse(golden.Spec("tcp_lat", 1024), out); err == nil || !strings.Contains(err.Error(), "none at msg_size 1024") {
+	if _, err := Driver.Parse(golden.Spec("tcp_lat", 1024), out); err == nil || !strings.Contains(err.Error(), "none at msg_size 1024") {
 		t.Fatalf("size not in loop: %v", err)
 	}
 }
@@ -132,13 +132,13 @@ func TestParseErrors(t *testing.T) {
 	})
 	// An unknown line must be an error.
 	golden.Unparsable(t, golden.Spec("tcp_lat", 1), "qperf: failed to connect\n")
-	if _, err := (Driver{}).Parse(golden.Spec("tcp_lat", 1), nil); err == nil || !strings.Contains(err.Error(), "no results") {
+	if _, err := Driver.Parse(golden.Spec("tcp_lat", 1), nil); err == nil || !strings.Contains(err.Error(), "no results") {
 		t.Errorf("empty output: %v", err)
 	}
 }
 
 func TestCommands(t *testing.T) {
-	d := Driver{}
+	d := Driver
 	if err := d.Supports("tcp_crr"); err == nil || err.Error() != "qperf has no tcp_crr test; use engine builtin" {
 		t.Fatalf("tcp_crr: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestPrivEndToEnd(t *testing.T) {
 	for _, test := range []string{"tcp_lat", "udp_lat", "tcp_bw", "udp_bw"} {
 		specs = append(specs, driver.Spec{Test: test, MsgSize: 1024, Duration: time.Second})
 	}
-	rs := drivertest.Run(t, Driver{}, 19790, specs...)
+	rs := drivertest.Run(t, Driver, 19790, specs...)
 	for _, r := range rs {
 		drivertest.CheckCommon(t, r)
 		if r.Test == "tcp_lat" || r.Test == "udp_lat" {

@@ -16,38 +16,20 @@ import (
 // DefaultPort is qperf's listen (synchronisation) port when -lp is not given.
 const DefaultPort = 19765
 
-func init() { driver.Register(Driver{}) }
+// Driver is the qperf driver, registered as engine "qperf". qperf has the
+// four tests of the seed tables, and no connect/request/response/close test.
+var Driver driver.Driver = toolDriver{driver.NewTool("qperf", DefaultPort, versionOf, result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW).
+	Refuse("qperf has no %s test; use engine builtin", result.TCPCRR).
+	OneStream("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin")}
 
-// Driver is the qperf driver. It holds no state.
-type Driver struct{}
+// toolDriver is qperf as a driver.Tool, with its commands and its parser. It
+// holds no state.
+type toolDriver struct{ *driver.Tool }
 
-// Name implements driver.Driver.
-func (Driver) Name() string { return "qperf" }
+func init() { driver.Register(Driver) }
 
-// DefaultPort implements driver.DefaultPorter.
-func (Driver) DefaultPort() int { return DefaultPort }
-
-// Supports implements driver.Driver: qperf has the four tests of the seed
-// tables, and no connect/request/response/close test.
-func (Driver) Supports(test string) error {
-	switch test {
-	case result.TCPLat, result.UDPLat, result.TCPBW, result.UDPBW:
-		return nil
-	case result.TCPCRR:
-		return driver.NotSupported("qperf has no tcp_crr test; use engine builtin")
-	}
-	return driver.NotSupported("qperf: unknown test %q (qperf runs tcp_lat, udp_lat, tcp_bw, udp_bw)", test)
-}
-
-// Installed implements driver.Driver.
-func (Driver) Installed() error { return driver.CheckInstalled("qperf", "qperf") }
-
-// Version implements driver.Driver ("qperf 0.4.11" → "0.4.11").
-func (Driver) Version() (string, error) {
-	out, err := driver.RunVersion("qperf", "--version")
-	if err != nil {
-		return "", err
-	}
+// versionOf reads qperf --version ("qperf 0.4.11" → "0.4.11").
+func versionOf(out string) (string, error) {
 	f := strings.Fields(out)
 	if len(f) < 2 || f[0] != "qperf" {
 		return "", fmt.Errorf("qperf --version printed %q, expected \"qperf <version>\"", strings.TrimSpace(out))
@@ -57,7 +39,7 @@ func (Driver) Version() (string, error) {
 
 // ServerCommand implements driver.Driver: `qperf [--listen_port N]`. One
 // qperf server serves any number of tests, one after another.
-func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 	argv := []string{"qperf"}
 	argv = driver.WithPort(argv, "--listen_port", spec.Port)
 	return argv, nil
@@ -68,12 +50,9 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // a result never claims a setting that was not applied. qperf has no warmup
 // either; that one is not refused, because experiments set one for every
 // engine, and the result records warmup_seconds 0, which is what happened.
-func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
-	}
-	if spec.Parallel > 1 {
-		return nil, fmt.Errorf("qperf runs one stream per test; for --parallel %d use engine iperf3 or builtin", spec.Parallel)
 	}
 	if spec.RateBps != 0 {
 		return nil, fmt.Errorf("qperf has no UDP send rate option (udp_bw always sends as fast as it can); use engine iperf3 or builtin for --rate")

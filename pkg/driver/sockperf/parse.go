@@ -153,7 +153,7 @@ func mustI(s string) int64 {
 var nan = func() float64 { z := 0.0; return z / z }()
 
 // Parse implements driver.Driver.
-func (d Driver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
+func (d toolDriver) Parse(spec driver.Spec, stdout []byte) (*result.Result, error) {
 	rep, err := ParseReport(stdout)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/driver"
 )
 
-var golden = drivertest.Goldens{Driver: Driver{}, Port: 11120, Rel: 1e-6}
+var golden = drivertest.Goldens{Driver: Driver, Port: 11120, Rel: 1e-6}
 
 func TestParseFullRTT(t *testing.T) {
 	r := golden.Parse(t, "udp_lat", 14, "udp_m14_fullrtt.txt")
@@ -83,7 +83,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestCommands(t *testing.T) {
-	d := Driver{}
+	d := Driver
 	if _, err := d.ClientCommand(golden.Spec("udp_lat", 1)); err == nil || !strings.Contains(err.Error(), "smallest message is 14 bytes") {
 		t.Fatalf("size 1: %v", err)
 	}
@@ -134,7 +134,7 @@ func FuzzParseReport(f *testing.F) {
 
 // TestPrivEndToEnd runs real sockperf across a veth pair (privileged).
 func TestPrivEndToEnd(t *testing.T) {
-	rs := drivertest.Run(t, Driver{}, 11190,
+	rs := drivertest.Run(t, Driver, 11190,
 		driver.Spec{Test: "tcp_lat", MsgSize: 64, Duration: time.Second},
 		driver.Spec{Test: "udp_lat", MsgSize: 64, Duration: time.Second},
 	)

@@ -18,39 +18,22 @@ const DefaultPort = 11111
 // MinMsgSize is the smallest message sockperf sends: its own header.
 const MinMsgSize = limits.SockperfMinMsg
 
-func init() { driver.Register(Driver{}) }
+// Driver is the sockperf driver, registered as engine "sockperf": ping-pong
+// over TCP or UDP.
+var Driver driver.Driver = toolDriver{driver.NewTool("sockperf", DefaultPort, versionOf, result.TCPLat, result.UDPLat).
+	Refuse("sockperf has no %s test; use engine builtin", result.TCPCRR).
+	Refuse("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", result.TCPBW, result.UDPBW).
+	OneStream("sockperf ping-pong runs one connection; for --parallel %d use engine builtin")}
 
-// Driver is the sockperf driver. It holds no state.
-type Driver struct{}
+// toolDriver is sockperf as a driver.Tool, with its commands and its parser.
+// It holds no state.
+type toolDriver struct{ *driver.Tool }
 
-// Name implements driver.Driver.
-func (Driver) Name() string { return "sockperf" }
+func init() { driver.Register(Driver) }
 
-// DefaultPort implements driver.DefaultPorter.
-func (Driver) DefaultPort() int { return DefaultPort }
-
-// Supports implements driver.Driver: ping-pong over TCP or UDP.
-func (Driver) Supports(test string) error {
-	switch test {
-	case result.TCPLat, result.UDPLat:
-		return nil
-	case result.TCPCRR:
-		return driver.NotSupported("sockperf has no tcp_crr test; use engine builtin")
-	case result.TCPBW, result.UDPBW:
-		return driver.NotSupported("sockperf is used here for latency only (tcp_lat, udp_lat); for %s use engine iperf3, qperf or builtin", test)
-	}
-	return driver.NotSupported("sockperf: unknown test %q (sockperf runs tcp_lat, udp_lat)", test)
-}
-
-// Installed implements driver.Driver.
-func (Driver) Installed() error { return driver.CheckInstalled("sockperf", "sockperf") }
-
-// Version implements driver.Driver ("sockperf, version 3.7-no.git" → "3.7-no.git").
-func (Driver) Version() (string, error) {
-	out, err := driver.RunVersion("sockperf", "--version")
-	if err != nil {
-		return "", err
-	}
+// versionOf reads sockperf --version ("sockperf, version 3.7-no.git" →
+// "3.7-no.git").
+func versionOf(out string) (string, error) {
 	for _, l := range strings.Split(out, "\n") {
 		if i := strings.Index(l, "version "); i >= 0 && strings.HasPrefix(strings.TrimSpace(l), "sockperf") {
 			return strings.TrimSpace(l[i+len("version "):]), nil
@@ -60,7 +43,7 @@ func (Driver) Version() (string, error) {
 }
 
 // ServerCommand implements driver.Driver: `sockperf server [--tcp] -p PORT`.
-func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
+func (toolDriver) ServerCommand(spec driver.Spec) ([]string, error) {
 	argv := []string{"sockperf", "server"}
 	if spec.Test == result.TCPLat {
 		argv = append(argv, "--tcp")
@@ -73,12 +56,9 @@ func (Driver) ServerCommand(spec driver.Spec) ([]string, error) {
 // so the percentiles are round trips (one-way is derived as RTT/2). sockperf
 // has a fixed 400 ms warmup of its own, recorded from its output; the spec's
 // warmup is not applied. Parallel connections are refused.
-func (d Driver) ClientCommand(spec driver.Spec) ([]string, error) {
-	if err := driver.CheckClient(d, spec); err != nil {
+func (d toolDriver) ClientCommand(spec driver.Spec) ([]string, error) {
+	if err := d.CheckClient(spec); err != nil {
 		return nil, err
-	}
-	if spec.Parallel > 1 {
-		return nil, fmt.Errorf("sockperf ping-pong runs one connection; for --parallel %d use engine builtin", spec.Parallel)
 	}
 	if spec.MsgSize < MinMsgSize {
 		return nil, fmt.Errorf("sockperf's smallest message is %d bytes (its header), got %d; use a size >= %d or engine qperf/builtin for smaller messages", MinMsgSize, spec.MsgSize, MinMsgSize)
