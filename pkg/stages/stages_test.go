@@ -70,7 +70,7 @@ func TestOf(t *testing.T) {
 // TestStageNamesUnique: a name listed under two stages would get either of
 // them, depending on map order.
 func TestStageNamesUnique(t *testing.T) {
-	if len(conflicts) > 0 {
+	if _, conflicts := byName(stageNames); len(conflicts) > 0 {
 		t.Errorf("stageNames lists these under two stages: %v", conflicts)
 	}
 	_, got := byName(map[Stage][]string{TCP: {"tcp_ack", "tcp_push"}, Wakeup: {"tcp_push"}})
