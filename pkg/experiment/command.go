@@ -51,6 +51,14 @@ type RunCommand struct {
 // errors, before anything is stored or built), runs it on this host with
 // RunLocal and renders the stored run's report — also of an interrupted
 // run, or one with failed steps, whose error it then returns.
+// measured reports whether a run that returned err still has results to
+// report: it was interrupted, some steps failed, or only its teardown did.
+func measured(err error) bool {
+	var failed *StepsFailedError
+	var teardown *TeardownError
+	return errors.Is(err, ErrInterrupted) || errors.As(err, &failed) || errors.As(err, &teardown)
+}
+
 func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 	e, err := Load(c.Ref)
 	if err != nil {
@@ -68,8 +76,7 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 		}
 	}
 	runID, err := RunLocal(ctx, e, c.Local)
-	var failed *StepsFailedError
-	if err != nil && !errors.Is(err, ErrInterrupted) && !errors.As(err, &failed) {
+	if err != nil && !measured(err) {
 		return err
 	}
 	if runID != 0 && c.Format != "none" {

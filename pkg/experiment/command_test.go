@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -55,5 +56,24 @@ func TestRunCommandRefusesBadInput(t *testing.T) {
 	err := RunCommand{Ref: "default", Format: "pdf"}.Run(context.Background(), &bytes.Buffer{})
 	if err == nil || !strings.HasPrefix(err.Error(), `--format "pdf": want table`) {
 		t.Errorf("format error %q: want it to start with the flag", err)
+	}
+}
+
+// Runs that measured something are reported whatever went wrong after; a
+// run that never started is not.
+func TestMeasuredErrorsAreReported(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{ErrInterrupted, true},
+		{&StepsFailedError{1, 2}, true},
+		{&TeardownError{errors.New("busy")}, true},
+		{errors.Join(ErrInterrupted, &TeardownError{errors.New("busy")}), true},
+		{fmt.Errorf("store run: %w", errors.New("disk full")), false},
+	} {
+		if got := measured(c.err); got != c.want {
+			t.Errorf("measured(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -129,9 +129,10 @@ func TestPlanInterleavesAndRotates(t *testing.T) {
 // fakes
 
 type fakeLab struct {
-	name  string
-	mu    *sync.Mutex
-	downs *[]string
+	name    string
+	mu      *sync.Mutex
+	downs   *[]string
+	downErr error
 }
 
 func (l *fakeLab) Name() string      { return l.name }
@@ -149,14 +150,15 @@ func (l *fakeLab) Down(ctx context.Context) error {
 	l.mu.Lock()
 	*l.downs = append(*l.downs, l.name)
 	l.mu.Unlock()
-	return nil
+	return l.downErr
 }
 
 type fakeLabs struct {
-	mu    sync.Mutex
-	ups   []string
-	downs []string
-	fail  map[string]error
+	mu       sync.Mutex
+	ups      []string
+	downs    []string
+	fail     map[string]error
+	downFail map[string]error // Down's error, by topology
 }
 
 func (f *fakeLabs) Up(_ context.Context, topo, _ string, knobs map[string]string) (LabInstance, error) {
@@ -170,7 +172,7 @@ func (f *fakeLabs) Up(_ context.Context, topo, _ string, knobs map[string]string
 		name += "+rmem"
 	}
 	f.ups = append(f.ups, name)
-	return &fakeLab{name: name, mu: &f.mu, downs: &f.downs}, nil
+	return &fakeLab{name: name, mu: &f.mu, downs: &f.downs, downErr: f.downFail[topo]}, nil
 }
 
 type fakeMeasurer struct {
@@ -263,6 +265,26 @@ func TestExecuteLabFailureIsRecordedPerSample(t *testing.T) {
 	}
 	if failed != 4 || !strings.Contains(sink.status, "4 of 20 steps failed") {
 		t.Fatalf("failed=%d status=%q", failed, sink.status)
+	}
+}
+
+// A lab that cannot be removed after every step was measured: the run is
+// stored complete and the error is a TeardownError (which `cnibench run`
+// reports after the table), naming the lab; the other labs still go down.
+func TestExecuteTeardownFailureKeepsTheRun(t *testing.T) {
+	e, _ := Parse([]byte(sample), "x.yaml")
+	labs := &fakeLabs{downFail: map[string]error{"veth": errors.New("remove /run/netns/x: device or resource busy")}}
+	sink := &memSink{}
+	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink})
+	var te *TeardownError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "lab veth: remove /run/netns/x") {
+		t.Fatalf("err = %v, want a TeardownError naming lab veth", err)
+	}
+	if !sink.complete || len(sink.samples) != len(e.Plan()) {
+		t.Errorf("run stored complete=%v with %d of %d samples", sink.complete, len(sink.samples), len(e.Plan()))
+	}
+	if len(labs.downs) != 2 {
+		t.Errorf("labs torn down: %v, want both tried", labs.downs)
 	}
 }
 

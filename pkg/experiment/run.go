@@ -129,6 +129,17 @@ func (e *StepsFailedError) Error() string {
 	return fmt.Sprintf("%d of %d steps failed (their reasons are in the report)", e.Failed, e.Total)
 }
 
+// TeardownError is returned by Execute when the run was measured and stored
+// but a lab could not be removed: the results stand, and the caller still
+// reports them, then says what was left behind and exits non-zero.
+type TeardownError struct{ Err error }
+
+func (e *TeardownError) Error() string {
+	return fmt.Sprintf("teardown failed, something was left on this host: %v; run `cnibench lab clean`", e.Err)
+}
+
+func (e *TeardownError) Unwrap() error { return e.Err }
+
 // Execute runs the experiment and returns the stored run id. Labs are built
 // once, before the first step, and all stay up for the whole run so steps can
 // be interleaved; they are removed on every path out, with a fresh context
@@ -149,12 +160,22 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.Background(), o.TeardownTimeout)
 		defer cancel()
+		var left []error
 		for key, l := range labs {
 			if derr := l.Down(tctx); derr != nil {
-				prog.logf("lab %s (%s): teardown failed: %v; run `cnibench lab clean`", l.Name(), key, derr)
-				if err == nil {
-					err = fmt.Errorf("teardown lab %s: %w", l.Name(), derr)
-				}
+				prog.logf("lab %s (%s): teardown failed: %v", l.Name(), key, derr)
+				left = append(left, fmt.Errorf("lab %s: %w", l.Name(), derr))
+			}
+		}
+		if len(left) > 0 {
+			// The run's own outcome (interrupted, failed steps) comes
+			// first; a clean run becomes a TeardownError, which callers
+			// report after the results.
+			terr := &TeardownError{Err: errors.Join(left...)}
+			if err == nil {
+				err = terr
+			} else {
+				err = errors.Join(err, terr)
 			}
 		}
 	}()

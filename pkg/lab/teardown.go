@@ -173,6 +173,7 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		id, _, ok := runid.Parse(name)
 		return ok && match(id)
 	}
+	failed := map[string]bool{} // names whose removal failed (their error says why)
 	// Journals no readable state file points to (a kill between a journal's
 	// creation and the state write that records it, a corrupt state file,
 	// a Down that failed): roll back what they still hold, by their id.
@@ -231,6 +232,7 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		}
 		if err := netns.Delete(ns); err != nil {
 			errs = append(errs, err)
+			failed[ns] = true
 		} else {
 			removed = append(removed, "netns "+ns)
 		}
@@ -243,6 +245,7 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		if n := lk.Attrs().Name; ours(n) {
 			if err := delHostLink(n); err != nil {
 				errs = append(errs, err)
+				failed[n] = true
 			} else {
 				removed = append(removed, "link "+n)
 			}
@@ -291,5 +294,28 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 			}
 		}
 	}
+	errs = append(errs, remaining(ours, failed)...)
 	return removed, errors.Join(errs...)
+}
+
+// remaining looks again, after the sweep, for what the sweep should have
+// removed: a cnb-* namespace or host link still there is named, so a clean
+// never reports success over something it left. Objects whose removal
+// already failed (failed) are not named twice.
+func remaining(ours func(string) bool, failed map[string]bool) []error {
+	named := func(n string) bool { return failed[n] }
+	var left []error
+	nss, _ := netns.List(runid.Prefix)
+	for _, ns := range nss {
+		if ours(ns) && !named(ns) {
+			left = append(left, fmt.Errorf("netns %q is still there after the sweep", ns))
+		}
+	}
+	links, _ := netlink.LinkList()
+	for _, lk := range links {
+		if n := lk.Attrs().Name; ours(n) && !named(n) {
+			left = append(left, fmt.Errorf("link %q is still there after the sweep", n))
+		}
+	}
+	return left
 }

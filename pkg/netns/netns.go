@@ -7,9 +7,11 @@
 package netns
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +44,9 @@ func Create(name string) error {
 	if Exists(name) {
 		return fmt.Errorf("create netns %q: already exists", name)
 	}
+	if err := ensureSharedDir(Dir); err != nil {
+		return fmt.Errorf("create netns %q: %w", name, err)
+	}
 	err := onLockedThread(func() error {
 		orig, err := vns.Get()
 		if err != nil {
@@ -69,6 +74,41 @@ func Create(name string) error {
 	return nil
 }
 
+// ensureSharedDir makes dir a shared mount point before a namespace is
+// mounted in it, exactly as iproute2's `ip netns add` (and the CNI plugins'
+// ns package) do: make it shared, and if it is not a mount point yet, bind it
+// onto itself first. Were cnibench to mount its namespaces on a plain
+// directory, the first `ip netns add` of any other tool would bind the
+// directory over them, leaving them unreachable by path and impossible to
+// delete (see Shadowed). Making it shared again when it already is changes
+// nothing, so this runs before every Create rather than trusting a flag that
+// another tool's `umount` could have made stale.
+func ensureSharedDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("make %s a shared mount: %w", dir, err)
+	}
+	// EINVAL: not a mount point. MS_REC carries over namespaces that tools
+	// which skip this step already mounted there.
+	if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s onto itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", dir, err)
+	}
+	return nil
+}
+
+// ErrShadowed is returned (wrapped) by Delete for a namespace whose mount
+// lies beneath a later mount of Dir: see Shadowed.
+var ErrShadowed = errors.New("mount hidden beneath a later mount of " + Dir)
+
 // Delete removes a named namespace, like `ip netns del NAME`. A namespace that
 // does not exist is not an error, so deleting twice is fine.
 func Delete(name string) error {
@@ -80,6 +120,11 @@ func Delete(name string) error {
 		// Not a mount point: a Create killed between making the file and
 		// bind-mounting the namespace on it. Only the file is left.
 		err = os.Remove(Path(name))
+	}
+	if errors.Is(err, unix.EBUSY) {
+		if sh, serr := Shadowed(name); serr == nil && sh != nil {
+			return fmt.Errorf("delete netns %q: %w: %s", name, ErrShadowed, sh)
+		}
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete netns %q: %w", name, err)
@@ -239,4 +284,100 @@ func KillAll(name string, wait time.Duration) (int, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Shadow is a named namespace whose mount cannot be reached by path: it was
+// mounted on Dir while Dir was a plain directory, and another tool then bound
+// Dir onto itself (iproute2 does so before its first namespace), so the path
+// now leads into that later mount. The namespace lives on, pinned by the
+// hidden mount, and its file cannot be removed (EBUSY).
+type Shadow struct {
+	Name string
+	// MountID is the hidden nsfs mount, Over the mount of Dir above it
+	// (both as in /proc/self/mountinfo).
+	MountID, Over int
+}
+
+func (s *Shadow) String() string {
+	return fmt.Sprintf("its mount (id %d) lies beneath mount %d of %s, which another tool bound over it "+
+		"after cnibench created it, so nothing can reach it by path; free it with `umount %s && cnibench lab clean` "+
+		"once no other tool's namespace lives in %s", s.MountID, s.Over, Dir, Dir, Dir)
+}
+
+// Shadowed reports whether the named namespace's mount is hidden (nil if it
+// is reachable or not mounted at all).
+func Shadowed(name string) (*Shadow, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, Dir, 0, unix.STATX_MNT_ID, &st); err != nil {
+		return nil, fmt.Errorf("statx %s: %w", Dir, err)
+	}
+	if st.Mask&unix.STATX_MNT_ID == 0 {
+		return nil, fmt.Errorf("statx %s: kernel gives no mount id", Dir)
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	mounts, err := parseMountinfo(f)
+	if err != nil {
+		return nil, err
+	}
+	return shadowedIn(mounts, Path(name), int(st.Mnt_id)), nil
+}
+
+// shadowedIn finds a mount at path whose parent is not top, the mount that
+// path's directory resolves to now.
+func shadowedIn(mounts []mountInfo, path string, top int) *Shadow {
+	for _, m := range mounts {
+		if m.point == path && m.parent != top {
+			return &Shadow{Name: filepath.Base(path), MountID: m.id, Over: top}
+		}
+	}
+	return nil
+}
+
+type mountInfo struct {
+	id, parent int
+	point      string
+}
+
+// parseMountinfo reads the fields Shadowed needs from /proc/PID/mountinfo
+// (proc(5)): mount id, parent id and the mount point, octal escapes undone.
+func parseMountinfo(r io.Reader) ([]mountInfo, error) {
+	var out []mountInfo
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			return nil, fmt.Errorf("mountinfo: short line %q", sc.Text())
+		}
+		id, err1 := strconv.Atoi(f[0])
+		parent, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("mountinfo: bad ids in %q", sc.Text())
+		}
+		out = append(out, mountInfo{id: id, parent: parent, point: unescapeOctal(f[4])})
+	}
+	return out, sc.Err()
+}
+
+// unescapeOctal undoes mountinfo's \ooo escapes (space, tab, newline, \).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -93,3 +93,41 @@ func TestPrivDeleteHalfCreated(t *testing.T) {
 		t.Fatal("file still there")
 	}
 }
+
+// A mountinfo captured after `cnibench lab up` on a plain /run/netns and
+// then `ip netns add other-tool` (iproute2 bound /run/netns, id 44, over
+// it): cnibench's two mounts hang off the root mount (27), not off 44, so
+// they are shadowed; other-tool's is not.
+const shadowedMountinfo = `27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard
+42 27 0:4 net:[4026532177] /run/netns/cnb-t8fn-server rw - nsfs nsfs rw
+43 27 0:4 net:[4026532241] /run/netns/cnb-t8fn-client rw - nsfs nsfs rw
+44 27 254:0 /run/netns /run/netns rw,relatime shared:1 - ext4 /dev/vda rw,discard
+47 44 0:4 net:[4026532317] /run/netns/other-tool rw shared:4 - nsfs nsfs rw
+48 27 0:4 net:[4026532318] /run/netns/with\040space rw - nsfs nsfs rw
+`
+
+func TestShadowedIn(t *testing.T) {
+	m, err := parseMountinfo(strings.NewReader(shadowedMountinfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 6 || m[5].point != "/run/netns/with space" {
+		t.Fatalf("parsed %+v", m)
+	}
+	sh := shadowedIn(m, "/run/netns/cnb-t8fn-server", 44)
+	if sh == nil || sh.MountID != 42 || sh.Over != 44 || sh.Name != "cnb-t8fn-server" {
+		t.Fatalf("server: %+v", sh)
+	}
+	if !strings.Contains(sh.String(), "umount /run/netns && cnibench lab clean") {
+		t.Errorf("no way to free it in %q", sh)
+	}
+	if sh := shadowedIn(m, "/run/netns/other-tool", 44); sh != nil {
+		t.Errorf("other-tool is reachable, got %+v", sh)
+	}
+	if sh := shadowedIn(m, "/run/netns/absent", 44); sh != nil {
+		t.Errorf("absent: %+v", sh)
+	}
+	if _, err := parseMountinfo(strings.NewReader("x y\n")); err == nil {
+		t.Error("a short line parsed")
+	}
+}
