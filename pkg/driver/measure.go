@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -458,27 +457,14 @@ func prepare(d Driver, spec Spec, withServer bool) (s Spec, srvArgv, cliArgv []s
 	return spec, srvArgv, cliArgv, err
 }
 
-// startPinned starts c in namespace ns with its affinity set to cpu. The
-// affinity is inherited through fork and exec, and by every thread the
-// program starts, so pinning the forking thread pins the whole tool (any
-// engine, not only cnibench's) from its first instruction; setting it after
-// the start would race with the threads the tool creates.
+// startPinned starts c in namespace ns, pinned to cpu when it is set: the
+// affinity is inherited through fork and exec and by every thread the
+// program starts, so any engine (not only cnibench's) is pinned from its
+// first instruction; setting it after the start would race with the
+// threads the tool creates.
 func startPinned(ns string, cpu *int, c *exec.Cmd) error {
 	if cpu == nil {
 		return netns.Start(ns, c)
 	}
-	done := make(chan error, 1)
-	go func() {
-		// Locked and never unlocked: the thread keeps the changed
-		// affinity, so the runtime ends it with this goroutine.
-		runtime.LockOSThread()
-		var one unix.CPUSet
-		one.Set(*cpu)
-		if err := unix.SchedSetaffinity(0, &one); err != nil {
-			done <- fmt.Errorf("pin to CPU %d: %w", *cpu, err)
-			return
-		}
-		done <- netns.Start(ns, c)
-	}()
-	return <-done
+	return netns.StartOn(ns, *cpu, c)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cnibench/cnibench/internal/testns"
 	"net"
 	"os"
 	"os/exec"
@@ -296,16 +297,31 @@ func TestStartPinned(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs")
 	}
+	startPinnedIn(t, "")
+}
+
+// The same inside a namespace, where the process is started from the
+// thread that joined it: that thread, not the caller's, must be pinned
+// (it once was not, and every lab arm's --cpus pinned nothing).
+func TestPrivStartPinnedInNetns(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	startPinnedIn(t, testns.NewNetns(t, "pin"))
+}
+
+func startPinnedIn(t *testing.T, ns string) {
+	t.Helper()
 	for _, cpu := range []int{0, 1} {
 		var out bytes.Buffer
 		c := cpu
-		p, err := startProcess(nil, "", &c, []string{"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, &out)
+		p, err := startProcess(nil, ns, &c, []string{"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}, &out)
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-p.done
 		if want := fmt.Sprintf("Cpus_allowed_list:\t%d\n", cpu); out.String() != want {
-			t.Errorf("pinned to %d: %q, want %q", cpu, out.String(), want)
+			t.Errorf("netns %q: pinned to %d: %q, want %q", ns, cpu, out.String(), want)
 		}
 	}
 	var self unix.CPUSet

@@ -206,6 +206,32 @@ func Start(name string, cmd *exec.Cmd) error {
 	return Do(name, cmd.Start)
 }
 
+// StartOn is Start with the child's CPU affinity set to cpu alone. The
+// forking thread is pinned, in the same locked thread that joined the
+// namespace, so the child and every thread it ever starts inherit the
+// affinity from their first instruction; pinning a different thread than
+// the one that forks (Do runs fn on a fresh one) would pin nothing.
+func StartOn(name string, cpu int, cmd *exec.Cmd) error {
+	return onLockedThread(func() error {
+		var one unix.CPUSet
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			return fmt.Errorf("pin to CPU %d: %w", cpu, err)
+		}
+		if name != "" {
+			h, err := vns.GetFromName(name)
+			if err != nil {
+				return fmt.Errorf("open netns %q: %w", name, err)
+			}
+			defer h.Close()
+			if err := vns.Set(h); err != nil {
+				return fmt.Errorf("enter netns %q: %w", name, err)
+			}
+		}
+		return cmd.Start()
+	})
+}
+
 // Exec replaces the calling process with argv (a path and its arguments)
 // running inside the named namespace, as `ip netns exec` does: the command
 // keeps cnibench's pid, so every signal sent to it (SIGTERM from a
