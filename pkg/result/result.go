@@ -237,6 +237,17 @@ type CPUSide struct {
 	// Derived: process CPU per transaction, and per gigabyte moved.
 	UsPerTransaction *float64 `json:"us_per_transaction"`
 	SecondsPerGB     *float64 `json:"seconds_per_gb"`
+	// RanOn is where this side's measuring threads ran, pinned or not:
+	// the share of evenly spaced samples (sched_getcpu in the hot loop)
+	// taken on each CPU, largest first; empty when not sampled (a
+	// reference tool, an older engine).
+	RanOn []CPUShare `json:"ran_on,omitempty"`
+}
+
+// CPUShare is the share, in percent, of a thread's samples taken on one CPU.
+type CPUShare struct {
+	CPU int     `json:"cpu"`
+	Pct float64 `json:"pct"`
 }
 
 // CPUSplit is one CPU's split over the interval, in percent.
@@ -384,10 +395,13 @@ type Conditions struct {
 	// pkg/wakeup); WakeupWhy says how auto chose it.
 	Wakeup    string `json:"wakeup"`
 	WakeupWhy string `json:"wakeup_why,omitempty"`
-	// IdleWakeupUs is what waking a blocked thread on an idle CPU cost one
-	// way with no policy, calibrated at the start of the run (a pipe
-	// ping-pong between two pinned threads); nil when not calibrated.
+	// IdleWakeupUs is the host's idle wake-up penalty one way
+	// (IdleWakeup.PenaltyUs); nil when it was not measured. Runs stored
+	// before IdleWakeup existed hold a pipe ping-pong's one-way time here.
 	IdleWakeupUs *float64 `json:"idle_wakeup_us,omitempty"`
+	// IdleWakeup is how the penalty was measured, once at the start of the
+	// run; nil when it was not.
+	IdleWakeup *IdleWakeup `json:"idle_wakeup,omitempty"`
 	// ClientCPU and ServerCPU are the CPUs the client and server processes
 	// were pinned to; nil = not pinned.
 	ClientCPU *int `json:"client_cpu"`
@@ -397,6 +411,23 @@ type Conditions struct {
 	// RetakeOf is the sequence number (seq) of the disturbed sample this
 	// one retakes (--retake-disturbed); nil = not a retake.
 	RetakeOf *int `json:"retake_of,omitempty"`
+}
+
+// IdleWakeup is the host's idle wake-up penalty: tcp_lat 1 B on the
+// baseline arm's own path, alternated with idle CPUs free to halt (policy
+// none) and held awake (hold), at the run's placement. It is a property of
+// the host (its cpuidle driver and hypervisor), not of a datapath.
+type IdleWakeup struct {
+	Arm    string `json:"arm"`
+	Rounds int    `json:"rounds"`
+	// NoneUs and HoldUs are the medians of the rounds' one-way times.
+	NoneUs float64 `json:"none_us"`
+	HoldUs float64 `json:"hold_us"`
+	// PenaltyUs is NoneUs - HoldUs: what one message pays for waking
+	// an idle CPU when nothing keeps it awake.
+	PenaltyUs float64 `json:"penalty_us"`
+	// Missing says why the probe gave no figure (then the rest is zero).
+	Missing string `json:"missing,omitempty"`
 }
 
 // Disturbance stamps one step with what else ran. Disturbed is set when
