@@ -41,8 +41,8 @@ run keeps what it measured and is marked incomplete.`
 	addProfileFlags(cmd, &prof)
 	f.StringVar(&c.Flags.Precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
 	f.StringVar(&c.Flags.Budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
-	f.StringVar(&c.Flags.Wakeup, "wakeup", "", "keep idle CPUs awake while measuring: auto (calibrated at the start), spin, hold or none")
-	f.StringVar(&c.Flags.CPUs, "cpus", "", "pin the client and server: auto, none or client=N,server=M")
+	f.StringVar(&c.Flags.Wakeup, "wakeup", "", "keep idle CPUs awake while measuring: auto (hold for request/response tests, none for streams), spin, hold or none")
+	f.StringVar(&c.Flags.CPUs, "cpus", "", "pin the client and server: auto (the last two CPUs, client first), none or client=N,server=M")
 	f.BoolVar(&c.Flags.RetakeDisturbed, "retake-disturbed", false, "measure every step taken while the machine was disturbed once more (both kept; the report uses the retake)")
 	return cmd
 }

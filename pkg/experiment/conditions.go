@@ -41,20 +41,32 @@ func (p Placement) String() string {
 // ErrNoSuchCPU is wrapped when a placement names a CPU this host lacks.
 var ErrNoSuchCPU = errors.New("no such CPU")
 
-// DefaultCPUs is what `cpus: auto` (and no cpus at all) means. It was chosen
-// by measurement on the reference VM (docs/reports.md, "CPU placement").
-const DefaultCPUs = "none"
+// DefaultPlacement is what `cpus: auto` (and no cpus at all) means: the
+// client on the second-to-last CPU and the server on the last, as two
+// hosts each have their own, so every message crosses CPUs the same way in
+// every sample. Left unpinned, the scheduler sometimes puts both on one CPU
+// (no cross-CPU wake-up at all) and sometimes not, and a latency cell's
+// samples split into two modes ~2× apart; pinned to one CPU, a stream's
+// sender and receiver share it. Chosen by measurement on the reference VM
+// (docs/reports.md, "CPU placement"). With one CPU nothing is pinned.
+func DefaultPlacement(ncpu int) Placement {
+	if ncpu < 2 {
+		return Placement{}
+	}
+	c, s := ncpu-2, ncpu-1
+	return Placement{Client: &c, Server: &s}
+}
 
 // ParsePlacement reads `none`, `auto`, or `client=N,server=M` (either may be
 // left out). ncpu is the number of CPUs this process may use; a CPU outside
 // it is an error, since pinning to it would fail in every step.
 func ParsePlacement(s string, ncpu int) (Placement, error) {
 	s = strings.TrimSpace(s)
-	if s == "" || s == "auto" {
-		s = DefaultCPUs
-	}
 	var p Placement
-	if s == "none" {
+	switch s {
+	case "", "auto":
+		return DefaultPlacement(ncpu), nil
+	case "none":
 		return p, nil
 	}
 	for _, part := range strings.Split(s, ",") {
@@ -125,49 +137,38 @@ func (e *Experiment) checkConditions() error {
 	return nil
 }
 
-// conditions holds what Execute resolved once for the run.
+// conditions holds what Execute measured once for the run.
 type conditions struct {
-	auto    wakeup.Policy // what auto resolved to
-	autoWhy string
-	// wakeUs is the calibrated one-way cost of waking a blocked thread on
-	// an idle CPU with no policy, nil when not calibrated.
-	wakeUs *float64
-}
-
-// resolveWakeup turns a written policy into the one in force, with the
-// calibration's reason when it was auto.
-func (c *conditions) resolveWakeup(written string) (wakeup.Policy, string) {
-	p, _ := wakeup.Parse(written)
-	if p == wakeup.Auto {
-		return c.auto, c.autoWhy
-	}
-	return p, ""
+	// idle is the host's idle wake-up penalty (probeIdleWakeup), nil
+	// when it was not measured.
+	idle *result.IdleWakeup
 }
 
 // stamp records the conditions of one step in its result.
-func stamp(res *result.Result, p wakeup.Policy, why string, wakeUs *float64, pl Placement, d *result.Disturbance) {
+func stamp(res *result.Result, p wakeup.Policy, why string, idle *result.IdleWakeup, pl Placement, d *result.Disturbance) {
 	if res == nil {
 		return
 	}
-	res.Conditions = &result.Conditions{Wakeup: string(p), WakeupWhy: why, IdleWakeupUs: wakeUs,
+	res.Conditions = &result.Conditions{Wakeup: string(p), WakeupWhy: why, IdleWakeup: idle,
 		ClientCPU: pl.Client, ServerCPU: pl.Server, Disturbance: d}
+	if idle != nil && idle.Missing == "" {
+		v := idle.PenaltyUs
+		res.Conditions.IdleWakeupUs = &v
+	}
 }
 
-// usesAutoWakeup reports whether any arm runs with the auto policy, so the
-// calibration runs only when its answer is used.
-func (e *Experiment) usesAutoWakeup() bool {
-	for i := range e.Arms {
-		if p, _ := wakeup.Parse(e.armWakeup(&e.Arms[i])); p == wakeup.Auto {
-			return true
-		}
-	}
-	return false
+// requestResponse reports whether test waits for a reply to every message,
+// so that waking the blocked receiver is part of what it measures.
+func requestResponse(test string) bool {
+	p, _ := wakeup.ForTest(wakeup.Auto, test)
+	return p == wakeup.Hold
 }
 
 // measureStep measures one step under its arm's wake-up policy and CPU
 // placement and stamps the result with them and with what else ran.
 func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, error) {
-	pol, why := x.cond.resolveWakeup(x.e.armWakeup(a))
+	written, _ := wakeup.Parse(x.e.armWakeup(a))
+	pol, why := wakeup.ForTest(written, st.Test)
 	pl := x.e.armPlacement(a)
 	if x.o.Wakeup == nil {
 		pol, why = wakeup.None, "no wake-up control"
@@ -190,7 +191,7 @@ func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, erro
 	if end != nil {
 		d = end()
 	}
-	stamp(res, pol, why, x.cond.wakeUs, pl, d)
+	stamp(res, pol, why, x.cond.idle, pl, d)
 	if st.RetakeOf != nil {
 		seq := *st.RetakeOf
 		res.Conditions.RetakeOf = &seq
@@ -256,20 +257,14 @@ func (x *executor) retakeDisturbed(start time.Time) (int, error) {
 	if len(steps) == 0 {
 		return 0, nil
 	}
-	x.prog.total += len(steps)
+	x.prog.beginPhase("retakes", x.done, len(steps), "steps taken while other work disturbed the machine, measured again")
 	return len(steps), x.run(steps)
 }
 
-// Controller is the production WakeupController: it calibrates auto on this
-// host and runs the spinner from exe.
+// Controller is the production WakeupController: it holds
+// /dev/cpu_dma_latency and runs the spinner from exe.
 type Controller struct {
 	Exe string
-}
-
-// Calibrate implements WakeupController: three alternations of 100 ms per
-// policy, under a second in all.
-func (c Controller) Calibrate() (*wakeup.Calibration, error) {
-	return wakeup.Calibrate(wakeup.Detect("/sys"), wakeup.Options{Exe: c.Exe}, 3, 100*time.Millisecond)
 }
 
 // Start implements WakeupController.

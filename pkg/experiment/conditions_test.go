@@ -14,13 +14,8 @@ import (
 
 // fakeWakeup records which policy was in force around each step.
 type fakeWakeup struct {
-	chosen  wakeup.Policy
 	started []wakeup.Policy
 	live    int
-}
-
-func (f *fakeWakeup) Calibrate() (*wakeup.Calibration, error) {
-	return &wakeup.Calibration{OneWayUs: map[wakeup.Policy]float64{wakeup.None: 6}, Chosen: f.chosen, Why: "fake calibration"}, nil
 }
 
 func (f *fakeWakeup) Start(p wakeup.Policy) (func() error, error) {
@@ -63,7 +58,7 @@ func TestConditionsPerArmAndStamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &fakeWakeup{chosen: wakeup.Hold}
+	w := &fakeWakeup{}
 	sink := &memSink{}
 	m := &fakeMeasurer{}
 	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: m, Sink: sink,
@@ -73,18 +68,26 @@ func TestConditionsPerArmAndStamped(t *testing.T) {
 	if w.live != 0 {
 		t.Errorf("%d policies still in force after the run", w.live)
 	}
-	// a: auto → the calibration's hold; b: its own spin. Interleaved a b / b a.
-	if got := fmt.Sprint(w.started); got != "[hold spin spin hold]" {
-		t.Errorf("policies started per step: %s", got)
+	// The idle wake-up probe first: none, hold three times over on the
+	// baseline (first) arm, at its placement; none starts nothing.
+	// Then a: auto → hold for tcp_lat; b: its own spin. Interleaved a b / b a.
+	if got := fmt.Sprint(w.started); got != "[hold hold hold hold spin spin hold]" {
+		t.Errorf("policies started: %s", got)
 	}
+	if len(m.reqs) != 6+4 || m.reqs[0].Spec.Test != "tcp_lat" || m.reqs[0].Spec.Duration != idleProbeDuration ||
+		m.reqs[0].Engine != DefaultEngine {
+		t.Fatalf("probe requests: %d requests, first %+v", len(m.reqs), m.reqs[0])
+	}
+	m.reqs = m.reqs[6:]
 	for i, s := range sink.samples {
 		c := s.Result.Conditions
-		if c == nil || c.Disturbance == nil || c.IdleWakeupUs == nil || *c.IdleWakeupUs != 6 {
+		if c == nil || c.Disturbance == nil || c.IdleWakeup == nil || c.IdleWakeupUs == nil ||
+			c.IdleWakeup.Arm != "a" || c.IdleWakeup.Rounds != 3 || *c.IdleWakeupUs != c.IdleWakeup.NoneUs-c.IdleWakeup.HoldUs {
 			t.Fatalf("sample %d conditions %+v", i, c)
 		}
 		switch s.Arm.Name {
 		case "a":
-			if c.Wakeup != "hold" || c.WakeupWhy != "fake calibration" || c.ClientCPU != nil {
+			if c.Wakeup != "hold" || c.WakeupWhy != "auto: hold for request/response tests" || c.ClientCPU == nil {
 				t.Errorf("arm a conditions %+v", c)
 			}
 		case "b":
@@ -93,9 +96,25 @@ func TestConditionsPerArmAndStamped(t *testing.T) {
 			}
 		}
 	}
-	if m.reqs[1].Spec.ClientCPU == nil || m.reqs[0].Spec.ClientCPU != nil {
-		t.Errorf("placement not passed to the measurer: %+v / %+v", m.reqs[0].Spec, m.reqs[1].Spec)
+	// a: the default placement (client and server on the last two CPUs);
+	// b: client=0 only.
+	def := DefaultPlacement(usableCPUs())
+	if a, b := m.reqs[0].Spec, m.reqs[1].Spec; fmt.Sprint(ptrs(a.ClientCPU, a.ServerCPU)) != fmt.Sprint(ptrs(def.Client, def.Server)) ||
+		b.ClientCPU == nil || *b.ClientCPU != 0 || b.ServerCPU != nil {
+		t.Errorf("placement not passed to the measurer: %+v / %+v", a, b)
 	}
+}
+
+// ptrs dereferences CPU numbers for comparison (-1 = not pinned).
+func ptrs(p ...*int) []int {
+	out := make([]int, len(p))
+	for i, v := range p {
+		out[i] = -1
+		if v != nil {
+			out[i] = *v
+		}
+	}
+	return out
 }
 
 func TestRetakeDisturbed(t *testing.T) {
@@ -106,7 +125,7 @@ func TestRetakeDisturbed(t *testing.T) {
 	sink := &memSink{}
 	// Steps 2 and 3 (b #1 and b #2 in the rotated order) are disturbed.
 	_, err = Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
-		Wakeup: &fakeWakeup{chosen: wakeup.None}, Disturb: &fakeStamper{bad: map[int]bool{2: true, 3: true}}, RetakeDisturbed: true})
+		Wakeup: &fakeWakeup{}, Disturb: &fakeStamper{bad: map[int]bool{2: true, 3: true}}, RetakeDisturbed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +189,7 @@ func TestRetakeDisturbedWithinBudget(t *testing.T) {
 	sink := &memSink{}
 	x := &executor{e: e, o: Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink, RetakeDisturbed: true},
 		ctx: context.Background(), runID: 7, prog: newProgress(nil, false), values: map[cellKey][]float64{},
-		cond: &conditions{auto: wakeup.None}}
+		cond: &conditions{}}
 	x.labs = map[string]LabInstance{}
 	for i := range e.Arms {
 		x.labs[e.Arms[i].LabKey()] = &fakeLab{name: "veth"}
@@ -224,4 +243,50 @@ func TestNoRetakesOnAMachineDisturbedThroughout(t *testing.T) {
 	if len(sink.samples) != 4 || !strings.Contains(sink.status, "3 disturbed steps not retaken: most of their round was disturbed") {
 		t.Errorf("%d samples, status %q", len(sink.samples), sink.status)
 	}
+}
+
+func TestDefaultPlacement(t *testing.T) {
+	for ncpu, want := range map[int]string{1: "none", 2: "client=0,server=1", 8: "client=6,server=7"} {
+		p, err := ParsePlacement("auto", ncpu)
+		if err != nil || p.String() != want {
+			t.Errorf("auto on %d CPUs = %s, %v; want %s", ncpu, p, err, want)
+		}
+		if q, _ := ParsePlacement("", ncpu); q.String() != want {
+			t.Errorf("unset on %d CPUs = %s; want %s", ncpu, q, want)
+		}
+	}
+	if p, _ := ParsePlacement("none", 8); p.String() != "none" {
+		t.Errorf("none = %s", p)
+	}
+}
+
+// A probe that cannot measure leaves the penalty missing with the reason
+// (never a zero), and the run goes on.
+func TestIdleWakeupProbeFailureIsMissing(t *testing.T) {
+	e, err := Parse([]byte(condExp), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &executor{e: e, o: Options{Measurer: failingMeasurer{}, Wakeup: &fakeWakeup{}}, ctx: context.Background(),
+		labs: map[string]LabInstance{e.Arms[0].LabKey(): &fakeLab{name: "veth"}}}
+	w := x.probeIdleWakeup()
+	if w == nil || !strings.Contains(w.Missing, "the probe failed under none: no route") || w.PenaltyUs != 0 {
+		t.Fatalf("probe = %+v", w)
+	}
+	res := result.New(result.Tool{Name: "builtin"}, "tcp_lat", 1)
+	stamp(res, wakeup.Hold, "", w, Placement{}, nil)
+	if res.Conditions.IdleWakeupUs != nil || res.Conditions.IdleWakeup.Missing == "" {
+		t.Errorf("a missing penalty stamped as %+v", res.Conditions)
+	}
+	// No request/response test: nothing to probe.
+	e.Tests = []string{"tcp_bw"}
+	if w := x.probeIdleWakeup(); w != nil {
+		t.Errorf("probe on a stream-only run: %+v", w)
+	}
+}
+
+type failingMeasurer struct{}
+
+func (failingMeasurer) Measure(context.Context, MeasureRequest) (*result.Result, error) {
+	return nil, errors.New("no route")
 }

@@ -9,15 +9,26 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
-// progress prints a redrawn bar with an ETA on a terminal and one plain line
-// per step otherwise (logs, CI), so long runs are never silent.
+// progress prints a redrawn bar on a terminal and one plain line per step
+// otherwise (logs, CI), so long runs are never silent. It tells the truth
+// in every phase: the planned rounds count their steps against a total
+// known in advance, with an ETA; a precision round or a batch of retakes,
+// whose number nobody knows in advance, counts its own steps and shows
+// the budget left instead of an ETA that would read 0s for minutes.
 type progress struct {
 	w        io.Writer
 	tty      bool
-	total    int
+	total    int // steps planned so far, all phases
 	began    time.Time
 	estimate time.Duration
 	drawn    bool
+	// phase is "" for the planned rounds, else the label of the current
+	// precision round or retake batch; phaseStart is x.done when it began
+	// and phaseSteps its size. deadline is when the budget runs out (zero
+	// without one).
+	phase                 string
+	phaseStart, phaseSize int
+	deadline              time.Time
 }
 
 func newProgress(w io.Writer, tty bool) *progress {
@@ -35,9 +46,34 @@ func (p *progress) logf(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-func (p *progress) start(total int, perStep time.Duration) {
+// start begins the planned rounds. budget, when set, is the precision
+// budget that bounds the whole run, counted from now.
+func (p *progress) start(total int, perStep, budget time.Duration) {
 	p.total, p.began, p.estimate = total, time.Now(), perStep
-	p.logf("%d steps, about %v", total, (time.Duration(total) * perStep).Round(time.Second))
+	planned := (time.Duration(total) * perStep).Round(time.Second)
+	if budget > 0 {
+		p.deadline = p.began.Add(budget)
+		p.logf("%d planned steps, about %v; then precision rounds for the cells not yet precise enough, within a %v budget",
+			total, planned, budget)
+		return
+	}
+	p.logf("%d steps, about %v", total, planned)
+}
+
+// beginPhase starts a precision round or a batch of retakes of n steps
+// after done steps, and says why it runs.
+func (p *progress) beginPhase(label string, done, n int, why string) {
+	p.phase, p.phaseStart, p.phaseSize = label, done, n
+	p.total += n
+	left := ""
+	if !p.deadline.IsZero() {
+		left = fmt.Sprintf("; budget left %v", p.budgetLeft())
+	}
+	p.logf("%s: %d steps — %s%s", label, n, why, left)
+}
+
+func (p *progress) budgetLeft() time.Duration {
+	return max(0, time.Until(p.deadline)).Round(time.Second)
 }
 
 func (p *progress) eta(done int) time.Duration {
@@ -46,6 +82,19 @@ func (p *progress) eta(done int) time.Duration {
 	}
 	per := time.Since(p.began) / time.Duration(done)
 	return (time.Duration(p.total-done) * per).Round(time.Second)
+}
+
+// counter is the step's place in its phase and what is left: an ETA in
+// the planned rounds, the budget in a precision round.
+func (p *progress) counter(done int) (where, left string) {
+	if p.phase == "" {
+		return fmt.Sprintf("%d/%d", done, p.total), fmt.Sprintf("ETA %v", p.eta(done))
+	}
+	where = fmt.Sprintf("%s %d/%d", p.phase, done-p.phaseStart, p.phaseSize)
+	if p.deadline.IsZero() {
+		return where, fmt.Sprintf("step %d", done)
+	}
+	return where, fmt.Sprintf("budget left %v", p.budgetLeft())
 }
 
 func (p *progress) step(done int, arm string, st Step, r *result.Result, err error) {
@@ -61,8 +110,9 @@ func (p *progress) step(done int, arm string, st Step, r *result.Result, err err
 			what = "no " + m.Name
 		}
 	}
+	where, left := p.counter(done)
 	if !p.tty {
-		fmt.Fprintf(p.w, "[%d/%d] %s %s %dB #%d: %s (ETA %v)\n", done, p.total, arm, st.Test, st.MsgSize, st.Repeat+1, what, p.eta(done))
+		fmt.Fprintf(p.w, "[%s] %s %s %dB #%d: %s (%s)\n", where, arm, st.Test, st.MsgSize, st.Repeat+1, what, left)
 		return
 	}
 	if err != nil {
@@ -70,8 +120,11 @@ func (p *progress) step(done int, arm string, st Step, r *result.Result, err err
 	}
 	const width = 30
 	fill := width * done / max(p.total, 1)
-	fmt.Fprintf(p.w, "\r\033[K[%s%s] %d/%d %s %s %s ETA %v", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
-		done, p.total, arm, st.Test, what, p.eta(done))
+	if p.phase != "" {
+		fill = width * (done - p.phaseStart) / max(p.phaseSize, 1)
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s%s] %s %s %s %s %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
+		where, arm, st.Test, what, left)
 	p.drawn = true
 }
 

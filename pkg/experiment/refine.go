@@ -107,7 +107,7 @@ func (x *executor) refine(start time.Time) (*precisionOutcome, error) {
 		for i := range steps {
 			steps[i].Seq = x.done + i
 		}
-		x.prog.total += len(steps)
+		x.prog.beginPhase(fmt.Sprintf("precision round %d", out.rounds+1), x.done, len(steps), x.stillOpen(cells, open))
 		before := x.done
 		if err := x.run(steps); err != nil {
 			return out, err
@@ -141,6 +141,30 @@ func (x *executor) refine(start time.Time) (*precisionOutcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// stillOpen says which cells a precision round measures and why: how many
+// of all cells are still wider than the target, the widest few named.
+func (x *executor) stillOpen(cells, open []cellKey) string {
+	wide := x.imprecise(cells)
+	sort.SliceStable(wide, func(i, j int) bool { return relHalfWidth(x.values[wide[i]]) > relHalfWidth(x.values[wide[j]]) })
+	var names []string
+	for i, c := range wide {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("… %d more", len(wide)-3))
+			break
+		}
+		w := "±?"
+		if rw := relHalfWidth(x.values[c]); !math.IsInf(rw, 1) {
+			w = fmt.Sprintf("±%.1f%%", rw*100)
+		}
+		names = append(names, fmt.Sprintf("%s %s %dB %s", x.e.Arms[c.arm].Name, c.test, c.size, w))
+	}
+	s := fmt.Sprintf("%d of %d cells wider than ±%.3g%% (%s)", len(wide), len(cells), float64(x.e.Precision)*100, strings.Join(names, ", "))
+	if len(open) < len(wide) {
+		s += fmt.Sprintf("; the budget fits %d of them", len(open))
+	}
+	return s
 }
 
 // cells lists the run's cells in plan order: (test, size) as in the file,

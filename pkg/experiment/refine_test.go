@@ -190,3 +190,34 @@ func TestTriage(t *testing.T) {
 		}
 	}
 }
+
+// The progress log tells the truth in the precision phase: each round says
+// how many cells are still too wide and which, and its steps count within
+// the round against the budget left, never "[N/N] … (ETA 0s)" for minutes.
+func TestPrecisionProgressLines(t *testing.T) {
+	e, err := Parse([]byte(precisionDoc), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &noisyMeasurer{rng: rand.New(rand.NewPCG(1, 2)), n: map[string]int{}}
+	var out strings.Builder
+	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: m, Sink: &memSink{}, Progress: &out}); err != nil {
+		t.Fatal(err)
+	}
+	log := out.String()
+	for _, want := range []string{
+		"10 planned steps, about", "within a 1h0m0s budget",
+		"[10/10] ", "(ETA 0s)",
+		"precision round 1: 1 steps — 1 of 2 cells wider than ±5% (noisy tcp_lat 1B ±", "budget left 1h0m0s",
+		"[precision round 1 1/1] noisy tcp_lat 1B #6: ",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("progress lacks %q:\n%s", want, log)
+		}
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if strings.HasPrefix(line, "[precision") && strings.Contains(line, "ETA") {
+			t.Errorf("a precision round's step shows an ETA: %q", line)
+		}
+	}
+}

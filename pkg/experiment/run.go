@@ -106,12 +106,9 @@ type Stamper interface {
 	Start() (end func() *result.Disturbance)
 }
 
-// WakeupController starts wake-up policies and resolves auto (pkg/wakeup in
-// production; tests use a fake).
+// WakeupController starts wake-up policies (pkg/wakeup in production; tests
+// use a fake).
 type WakeupController interface {
-	// Calibrate is run once at the start of a run: what waking an idle
-	// CPU costs here under each policy, and what auto resolves to.
-	Calibrate() (*wakeup.Calibration, error)
 	Start(p wakeup.Policy) (release func() error, err error)
 }
 
@@ -216,25 +213,19 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 		labs[key] = l
 	}
 
-	cond := &conditions{auto: wakeup.None, autoWhy: "no wake-up control"}
-	if o.Wakeup != nil && ctx.Err() == nil {
-		cal, cerr := o.Wakeup.Calibrate()
-		if cerr != nil {
-			cond.autoWhy = "calibration failed: " + cerr.Error()
-		} else {
-			cond.auto, cond.autoWhy = cal.Chosen, cal.Why
-			if v, ok := cal.OneWayUs[wakeup.None]; ok {
-				cond.wakeUs = &v
-			}
-		}
-		if e.usesAutoWakeup() {
-			prog.logf("wake-up policy auto → %s: %s", cond.auto, cond.autoWhy)
+	steps := e.Plan()
+	x := &executor{e: e, o: o, ctx: ctx, runID: runID, prog: prog, labs: labs, labErr: labErr, exclusive: exclusive,
+		values: map[cellKey][]float64{}, cond: &conditions{}}
+	if ctx.Err() == nil {
+		if x.cond.idle = x.probeIdleWakeup(); x.cond.idle != nil {
+			prog.logf("%s", idleWakeupText(x.cond.idle))
 		}
 	}
-	steps := e.Plan()
-	prog.start(len(steps), e.stepTime())
-	x := &executor{e: e, o: o, ctx: ctx, runID: runID, prog: prog, labs: labs, labErr: labErr, exclusive: exclusive,
-		values: map[cellKey][]float64{}, cond: cond}
+	var budget time.Duration
+	if e.Precision > 0 {
+		budget = time.Duration(e.Budget)
+	}
+	prog.start(len(steps), e.stepTime(), budget)
 	start := time.Now()
 	if err := x.run(steps); err != nil {
 		return runID, err

@@ -44,10 +44,11 @@ type Experiment struct {
 	// until every cell meets it or Budget is spent (see refine.go).
 	Precision Percent  `yaml:"precision"`
 	Budget    Duration `yaml:"budget"`
-	// Wakeup is the wake-up policy while measuring: auto (default: chosen
-	// by a calibration at the start of the run), spin, hold or none (see
-	// pkg/wakeup). CPUs pins the client and server: auto, none or
-	// client=N,server=M. Both are recorded with every sample.
+	// Wakeup is the wake-up policy while measuring: auto (default: hold
+	// for request/response tests, none for streams; wakeup.ForTest), spin,
+	// hold or none. CPUs pins the client and server: auto (default: the
+	// last two CPUs, DefaultPlacement), none or client=N,server=M. Both are
+	// recorded with every sample.
 	Wakeup string `yaml:"wakeup"`
 	CPUs   string `yaml:"cpus"`
 	// RetakeDisturbed measures each step taken on a disturbed machine once

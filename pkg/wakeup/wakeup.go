@@ -8,6 +8,8 @@
 // Three policies:
 //
 //   - none: the machine as it is.
+//   - auto (the default): hold for request/response tests, none for
+//     streams (ForTest).
 //   - hold: keep /dev/cpu_dma_latency at 0 while measuring (what tuned's
 //     latency-performance profile does). It works only through a cpuidle
 //     driver: with the haltpoll or intel_idle driver the idle loop then polls
@@ -31,6 +33,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/result"
 )
 
 // Policy is how idle CPUs are kept awake during a measured window.
@@ -89,23 +93,23 @@ func Detect(sysfs string) Host {
 	return h
 }
 
-// Resolve turns Auto into a concrete policy for this host and says why; the
-// other policies come back unchanged. The choice is the one measured in
-// docs/reports.md: on a host whose idle loop honours cpu_dma_latency, holding
-// it removes the wake-up cost without burning CPUs; where nothing honours
-// it, only spinning does.
-func Resolve(p Policy, h Host) (Policy, string) {
+// ForTest resolves Auto for one test: a request/response test (tcp_lat,
+// udp_lat, tcp_crr), whose every message waits for a blocked thread to be
+// woken, is measured with Hold — what tuned's latency-performance and
+// network-latency profiles do on a node, and what seed 000 recommends —
+// and a stream test with None, as tuned's throughput-performance leaves
+// idle states alone. The rule is fixed, so two runs of one experiment
+// measure under the same policy whatever the machine did at their start
+// (a calibration at the start of each run once chose by a one-second
+// measurement and contradicted the test it chose for; docs/reports.md).
+// Other policies come back unchanged; the reason is empty for them.
+func ForTest(p Policy, test string) (Policy, string) {
 	if p != Auto && p != "" {
 		return p, ""
 	}
-	switch {
-	case h.Driver != "" && h.Driver != "none" && h.DeepStates > 0:
-		return Hold, fmt.Sprintf("cpuidle driver %s has %d idle state(s) that cpu_dma_latency=0 forbids", h.Driver, h.DeepStates)
-	case h.Driver == "none":
-		return Spin, "no cpuidle driver: idle CPUs halt and only a spinning thread keeps them awake"
-	case h.Driver == "":
-		return Spin, "cpuidle driver unreadable: spinning works whatever the idle driver"
-	default:
-		return Spin, fmt.Sprintf("cpuidle driver %s has no idle state cpu_dma_latency can forbid", h.Driver)
+	switch test {
+	case result.TCPLat, result.UDPLat, result.TCPCRR:
+		return Hold, "auto: hold for request/response tests"
 	}
+	return None, "auto: none for stream tests"
 }

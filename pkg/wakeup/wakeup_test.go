@@ -25,29 +25,38 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestDetectAndResolve(t *testing.T) {
+func TestDetect(t *testing.T) {
 	haltpoll := fixture.Tree(t, map[string]string{
 		"devices/system/cpu/cpuidle/current_driver":      "haltpoll\n",
 		"devices/system/cpu/cpu0/cpuidle/state0/latency": "0\n",
 		"devices/system/cpu/cpu0/cpuidle/state1/latency": "1\n",
 	})
-	h := Detect(haltpoll)
-	if h.Driver != "haltpoll" || h.DeepStates != 1 {
+	if h := Detect(haltpoll); h.Driver != "haltpoll" || h.DeepStates != 1 {
 		t.Fatalf("Detect(haltpoll) = %+v", h)
-	}
-	if p, why := Resolve(Auto, h); p != Hold || !strings.Contains(why, "haltpoll") {
-		t.Errorf("Resolve(auto, haltpoll) = %s (%s)", p, why)
-	}
-	none := fixture.Tree(t, map[string]string{"devices/system/cpu/cpuidle/current_driver": "none\n"})
-	if p, _ := Resolve(Auto, Detect(none)); p != Spin {
-		t.Errorf("Resolve(auto, none) = %s, want spin", p)
 	}
 	// No cpuidle directory at all: the arch's default idle, like "none".
 	if h := Detect(t.TempDir()); h.Driver != "none" {
 		t.Errorf("Detect(empty) = %+v", h)
 	}
-	if p, _ := Resolve(None, h); p != None {
-		t.Errorf("an explicit policy must come back unchanged, got %s", p)
+}
+
+func TestForTest(t *testing.T) {
+	for _, c := range []struct {
+		p    Policy
+		test string
+		want Policy
+	}{
+		{Auto, "tcp_lat", Hold}, {Auto, "udp_lat", Hold}, {Auto, "tcp_crr", Hold},
+		{Auto, "tcp_bw", None}, {Auto, "udp_bw", None}, {"", "tcp_lat", Hold},
+		{None, "tcp_lat", None}, {Spin, "tcp_bw", Spin}, {Hold, "udp_bw", Hold},
+	} {
+		got, why := ForTest(c.p, c.test)
+		if got != c.want {
+			t.Errorf("ForTest(%q, %s) = %s, want %s", c.p, c.test, got, c.want)
+		}
+		if (why != "") != (c.p == Auto || c.p == "") {
+			t.Errorf("ForTest(%q, %s): reason %q", c.p, c.test, why)
+		}
 	}
 }
 
@@ -101,15 +110,6 @@ func TestPrivHoldAndSpin(t *testing.T) {
 	if comm() != "" {
 		t.Errorf("spinner %d still there after release", s.Pid)
 	}
-
-	c, err := Calibrate(Detect("/sys"), Options{Exe: bin}, 2, 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.OneWayUs[None] <= 0 || c.Chosen == "" || c.Why == "" {
-		t.Errorf("calibration %+v", c)
-	}
-	t.Logf("calibration: %s → %s", c.Why, c.Chosen)
 }
 
 // TestMain lets the test binary play a cnibench run that starts a spinner
