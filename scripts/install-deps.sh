@@ -2,6 +2,8 @@
 # Installs the Debian packages cnibench's tests, benchmarks and lab presets use.
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
+# postgresql: the shared results store's tests start a throwaway cluster from
+# its server binaries (internal/pgtest), on a private socket.
 # openvswitch-switch-dpdk (the ovs-dpdk preset) installs ovs-vswitchd-dpdk as a
 # lower-priority alternative: the host's default ovs-vswitchd stays the plain one.
 # DPDK loads its drivers as plugins that Debian only *recommends* (and this
@@ -10,7 +12,8 @@ set -euo pipefail
 # them a fresh machine's ovs-dpdk fails with "Error attaching device
 # 'net_af_packet0,…' to DPDK".
 pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk
-  librte-net-af-packet23 librte-mempool-ring23 bpftool sqlite3 jq chromium)
+  librte-net-af-packet23 librte-mempool-ring23 bpftool sqlite3 jq chromium
+  postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

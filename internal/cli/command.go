@@ -84,14 +84,14 @@ func exactArgs(n int, format string) cobra.PositionalArgs {
 // addDBFlag adds --db to a command that reads or writes the results
 // database. Its default honours $CNIBENCH_DB and $XDG_DATA_HOME.
 func addDBFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVar(p, "db", store.DefaultPath(), "results database (SQLite file; env CNIBENCH_DB)")
+	cmd.Flags().StringVar(p, "db", store.DefaultPath(), "results database: a SQLite file, or a postgres:// URL (env CNIBENCH_DB)")
 }
 
 // usageErrors are the packages' sentinels for input the user fixes by
 // changing the command line (a bad flag value, an unknown run, a missing
 // database).
 var usageErrors = []error{
-	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, stages.ErrNotProfiled,
+	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
 	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid,
 }

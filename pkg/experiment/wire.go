@@ -108,13 +108,14 @@ func (s StoreSink) Begin(e *Experiment) (int64, error) {
 	run := &store.Run{
 		// Run names are unique in the store; the experiment's name plus the
 		// start time lets the same experiment run again and again.
-		Name:       e.Name + "-" + started.Format("20060102T150405Z"),
-		Kind:       kind,
-		Experiment: e.Text,
-		Baseline:   e.Baseline,
-		Started:    started,
-		Host:       s.Host,
-		Labels:     map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
+		Name:           e.Name + "-" + started.Format("20060102T150405Z"),
+		ExperimentName: e.Name,
+		Kind:           kind,
+		Experiment:     e.Text,
+		Baseline:       e.Baseline,
+		Started:        started,
+		Host:           s.Host,
+		Labels:         map[string]string{"order": e.Order, "duration": time.Duration(e.Duration).String(), "repeats": fmt.Sprint(e.Repeats)},
 	}
 	if e.Precision > 0 {
 		run.Labels["precision"] = fmt.Sprintf("%g%%", float64(e.Precision)*100)

@@ -21,7 +21,7 @@ type Profile struct {
 
 // AddProfile stores one sample's profile.
 func (d *DB) AddProfile(p *Profile) error {
-	_, err := d.db.Exec(`INSERT INTO profiles(run_id, seq, event, frequency, cpus, window_ns, samples, lost, period_sum, folded, missing)
+	_, err := d.exec(`INSERT INTO profiles(run_id, seq, event, frequency, cpus, window_ns, samples, lost, period_sum, folded, missing)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
 		p.RunID, p.Seq, p.Event, p.Frequency, p.CPUs, p.WindowNs, int64(p.Samples), int64(p.Lost), int64(p.PeriodSum), p.Folded, p.Missing)
 	if err != nil {
@@ -33,7 +33,7 @@ func (d *DB) AddProfile(p *Profile) error {
 // Profiles returns a run's profiles by sample seq (empty for a run
 // measured without --profile).
 func (d *DB) Profiles(runID int64) (map[int]*Profile, error) {
-	rows, err := d.db.Query(`SELECT seq, event, frequency, cpus, window_ns, samples, lost, period_sum, folded, missing
+	rows, err := d.query(`SELECT seq, event, frequency, cpus, window_ns, samples, lost, period_sum, folded, missing
 		FROM profiles WHERE run_id=? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read profiles of run %d: %w", runID, err)

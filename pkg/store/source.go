@@ -11,8 +11,13 @@ import (
 var ErrNoDatabase = errors.New("no results database")
 
 // OpenExisting opens a results database for reading. It does not create
-// one: a typo in --db must not leave an empty database behind.
+// one: a typo in --db must not leave an empty database behind. (A
+// PostgreSQL database is there or not as its server says: Open reaches it
+// or fails, and an empty one simply holds no runs.)
 func OpenExisting(path string) (*DB, error) {
+	if IsPostgres(path) {
+		return Open(path)
+	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s: run an experiment first (cnibench run), or point --db at one", ErrNoDatabase, path)
 	}
@@ -99,11 +104,17 @@ func PairArms(a, b *Loaded) {
 }
 
 // Resolve opens (once) the database a reference names and returns the
-// reference within it.
+// reference within it: FILE:REF for a SQLite file, URL:REF for a
+// PostgreSQL database (the REF after the URL's last ':', which a URL's own
+// port never is: a port is followed by the '/' of the database name).
 func (s *Sources) Resolve(ref string) (*DB, string, error) {
 	path := s.defaultPath
 	if i := strings.LastIndex(ref, ":"); i > 0 {
-		if st, err := os.Stat(ref[:i]); err == nil && !st.IsDir() {
+		if IsPostgres(ref) {
+			if !strings.Contains(ref[i+1:], "/") {
+				path, ref = ref[:i], ref[i+1:]
+			}
+		} else if st, err := os.Stat(ref[:i]); err == nil && !st.IsDir() {
 			path, ref = ref[:i], ref[i+1:]
 		}
 	}

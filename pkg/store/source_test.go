@@ -56,7 +56,7 @@ func TestSourcesLoad(t *testing.T) {
 	if _, err := s.Load("nosuch"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "cnibench runs") {
 		t.Errorf("unknown run: %v", err)
 	}
-	empty := openTemp(t)
+	empty := kinds[0].open(t)
 	if _, _, err := empty.Load("last"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "no runs stored") {
 		t.Errorf("last of an empty database: %v", err)
 	}
@@ -76,5 +76,35 @@ func TestSplitArm(t *testing.T) {
 		if r, a := SplitArm(c.in); r != c.run || a != c.arm {
 			t.Errorf("SplitArm(%q) = %q, %q; want %q, %q", c.in, r, a, c.run, c.arm)
 		}
+	}
+}
+
+// FILE:REF and URL:REF name runs in a SQLite file and in a PostgreSQL
+// database, side by side in one Sources.
+func TestSourcesAcrossKinds(t *testing.T) {
+	if pgErr != nil {
+		t.Skipf("no PostgreSQL: %v", pgErr)
+	}
+	file, url := kinds[0].location(t), kinds[1].location(t)
+	for _, loc := range []string{file, url} {
+		d, err := Open(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.CreateRun(&Run{Name: "r-" + dialectOf(loc).name, Arms: []Arm{{Name: "a"}}}); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	}
+	s := NewSources(file)
+	defer s.Close()
+	for ref, want := range map[string]string{"last": "r-sqlite", file + ":last": "r-sqlite", url + ":last": "r-postgres", url + ":r-postgres": "r-postgres"} {
+		l, err := s.Load(ref)
+		if err != nil || l.Run.Name != want {
+			t.Errorf("Load(%q) = %+v, %v; want run %s", ref, l.Run, err, want)
+		}
+	}
+	if _, _, err := s.Resolve(url); err != nil {
+		t.Errorf("a URL with a port-free path and no REF: %v", err)
 	}
 }

@@ -1,4 +1,5 @@
-// Package store keeps every run cnibench makes in one SQLite file: the
+// Package store keeps every run cnibench makes in a results database — one
+// SQLite file by default, or a shared PostgreSQL database (dialect.go): the
 // environment fingerprint, the experiment text, the arms (topology, knobs,
 // engine) and every raw sample as its full result JSON, so a report can be
 // recomputed, and runs from different hosts compared, long after the fact.
@@ -21,9 +22,9 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 
-	// pure-Go SQLite driver: no cgo, so the static binary keeps working
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	// pure-Go drivers: no cgo, so the static binary keeps working
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
 )
 
 // Run kinds.
@@ -46,6 +47,10 @@ type Run struct {
 	ID   int64
 	Name string // unique; generated as cnb-<id>-<kind> when empty
 	Kind string // lab | k8s | crosscheck | tune-verify
+	// ExperimentName is the name field of the experiment the run ran
+	// ("" for runs that had none, such as a k8s run's command line): what
+	// `history` groups runs by.
+	ExperimentName string
 	// Experiment is the experiment file's text, as run.
 	Experiment string
 	// Baseline names the arm other arms are divided by ("× host").
@@ -83,8 +88,15 @@ type Sample struct {
 // DB is an open results database. It is safe for concurrent use.
 type DB struct {
 	db   *sql.DB
-	path string
+	path string // as given (a file, or a postgres:// URL)
+	d    *dialect
 }
+
+// The query helpers take queries written with ? placeholders, as SQLite
+// reads them, and rebind them for PostgreSQL.
+func (d *DB) exec(q string, args ...any) (sql.Result, error) { return d.db.Exec(d.d.rebind(q), args...) }
+func (d *DB) query(q string, args ...any) (*sql.Rows, error)  { return d.db.Query(d.d.rebind(q), args...) }
+func (d *DB) queryRow(q string, args ...any) *sql.Row        { return d.db.QueryRow(d.d.rebind(q), args...) }
 
 // ErrRunExists is wrapped by CreateRun when the name is taken.
 var ErrRunExists = errors.New("run exists")
@@ -115,12 +127,18 @@ func openVersion(path string, target int) (*DB, error) {
 	if path == "" {
 		path = DefaultPath()
 	}
+	if IsPostgres(path) {
+		return openPostgres(path, target)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", path, err)
 	}
 	// WAL lets `cnibench report` read while a run writes; the busy timeout
 	// makes a concurrent writer wait instead of failing.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)"
+	// Transactions begin IMMEDIATE: a writer takes the write lock when it
+	// begins, where the busy timeout applies, not when it first writes,
+	// where SQLite would fail at once rather than deadlock.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open results database %s: %w", path, err)
@@ -128,7 +146,7 @@ func openVersion(path string, target int) (*DB, error) {
 	// One connection serialises writers inside this process; SQLite
 	// allows only one writer anyway.
 	sdb.SetMaxOpenConns(1)
-	d := &DB{db: sdb, path: path}
+	d := &DB{db: sdb, path: path, d: sqliteDialect}
 	if err := d.migrate(target); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("open results database %s: %w", path, err)
@@ -136,8 +154,9 @@ func openVersion(path string, target int) (*DB, error) {
 	return d, nil
 }
 
-// Path is the database file.
-func (d *DB) Path() string { return d.path }
+// Path names the database for messages: the file, or the URL without its
+// password.
+func (d *DB) Path() string { return redact(d.path) }
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
@@ -170,18 +189,15 @@ func (d *DB) CreateRun(r *Run) (int64, error) {
 		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
 	}
 	defer tx.Rollback() // no-op after Commit
-	res, err := tx.Exec(`INSERT INTO runs(name, kind, experiment, baseline, started, finished, complete, status, host_json, labels_json)
-		VALUES(?,?,?,?,?,?,?,?,?,?)`,
-		r.Name, r.Kind, r.Experiment, r.Baseline, fmtTime(r.Started), nullTime(r.Finished), r.Complete, r.Status, string(host), string(labels))
+	// RETURNING rather than LastInsertId, which PostgreSQL's driver lacks.
+	var id int64
+	err = tx.QueryRow(d.d.rebind(`INSERT INTO runs(name, kind, experiment_name, experiment, baseline, started, finished, complete, status, host_json, labels_json)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?) RETURNING id`),
+		r.Name, r.Kind, r.ExperimentName, r.Experiment, r.Baseline, fmtTime(r.Started), nullTime(r.Finished), b2i(r.Complete), r.Status, string(host), string(labels)).Scan(&id)
 	if err != nil {
-		var se *sqlite.Error
-		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+		if d.d.unique(err) {
 			return 0, fmt.Errorf("create run: %w: a run named %q already exists; choose another name", ErrRunExists, r.Name)
 		}
-		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
 		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
 	}
 	for i, a := range r.Arms {
@@ -189,7 +205,7 @@ func (d *DB) CreateRun(r *Run) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("create run %q: arm %q: %w", r.Name, a.Name, err)
 		}
-		if _, err := tx.Exec(`INSERT INTO arms(run_id, seq, name, description, topology, engine, knobs_json) VALUES(?,?,?,?,?,?,?)`,
+		if _, err := tx.Exec(d.d.rebind(`INSERT INTO arms(run_id, seq, name, description, topology, engine, knobs_json) VALUES(?,?,?,?,?,?,?)`),
 			id, i, a.Name, a.Description, a.Topology, a.Engine, string(knobs)); err != nil {
 			return 0, fmt.Errorf("create run %q: arm %q: %w", r.Name, a.Name, err)
 		}
@@ -222,7 +238,7 @@ func (d *DB) AddSample(s *Sample) error {
 		}
 		res = string(b)
 	}
-	_, err := d.db.Exec(`INSERT INTO samples(run_id, seq, arm, engine, test, msg_size, repeat, result_json, error) VALUES(?,?,?,?,?,?,?,?,?)`,
+	_, err := d.exec(`INSERT INTO samples(run_id, seq, arm, engine, test, msg_size, repeat, result_json, error) VALUES(?,?,?,?,?,?,?,?,?)`,
 		s.RunID, s.Seq, s.Arm, s.Engine, s.Test, s.MsgSize, s.Repeat, res, s.Error)
 	if err != nil {
 		return fmt.Errorf("store sample %d of run %d: %w", s.Seq, s.RunID, err)
@@ -233,8 +249,8 @@ func (d *DB) AddSample(s *Sample) error {
 // FinishRun records the end of a run: when, whether every planned sample
 // was taken, and a status line.
 func (d *DB) FinishRun(id int64, complete bool, status string) error {
-	res, err := d.db.Exec(`UPDATE runs SET finished=?, complete=?, status=? WHERE id=?`,
-		fmtTime(time.Now()), complete, status, id)
+	res, err := d.exec(`UPDATE runs SET finished=?, complete=?, status=? WHERE id=?`,
+		fmtTime(time.Now()), b2i(complete), status, id)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
@@ -256,7 +272,7 @@ func (d *DB) UpdateRunHost(id int64, host result.Fingerprint, labels map[string]
 	if err != nil {
 		return fmt.Errorf("update run %d: %w", id, err)
 	}
-	res, err := d.db.Exec(`UPDATE runs SET host_json=?, labels_json=? WHERE id=?`, string(h), string(l), id)
+	res, err := d.exec(`UPDATE runs SET host_json=?, labels_json=? WHERE id=?`, string(h), string(l), id)
 	if err != nil {
 		return fmt.Errorf("update run %d: %w", id, err)
 	}
@@ -266,11 +282,11 @@ func (d *DB) UpdateRunHost(id int64, host result.Fingerprint, labels map[string]
 	return nil
 }
 
-const runColumns = `id, name, kind, experiment, baseline, started, finished, complete, status, host_json, labels_json`
+const runColumns = `id, name, kind, experiment_name, experiment, baseline, started, finished, complete, status, host_json, labels_json`
 
 // Runs returns every stored run, oldest first, with its arms.
 func (d *DB) Runs() ([]Run, error) {
-	rows, err := d.db.Query(`SELECT ` + runColumns + ` FROM runs ORDER BY id`)
+	rows, err := d.query(`SELECT ` + runColumns + ` FROM runs ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -302,11 +318,11 @@ func (d *DB) Runs() ([]Run, error) {
 func (d *DB) GetRun(ref string) (*Run, error) {
 	var row *sql.Row
 	if ref == refLast {
-		row = d.db.QueryRow(`SELECT ` + runColumns + ` FROM runs ORDER BY id DESC LIMIT 1`)
+		row = d.queryRow(`SELECT ` + runColumns + ` FROM runs ORDER BY id DESC LIMIT 1`)
 	} else if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
-		row = d.db.QueryRow(`SELECT `+runColumns+` FROM runs WHERE id=?`, id)
+		row = d.queryRow(`SELECT `+runColumns+` FROM runs WHERE id=?`, id)
 	} else {
-		row = d.db.QueryRow(`SELECT `+runColumns+` FROM runs WHERE name=?`, ref)
+		row = d.queryRow(`SELECT `+runColumns+` FROM runs WHERE name=?`, ref)
 	}
 	r, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -328,7 +344,7 @@ func (d *DB) GetRun(ref string) (*Run, error) {
 
 // Samples returns a run's samples in execution order.
 func (d *DB) Samples(runID int64) ([]Sample, error) {
-	rows, err := d.db.Query(`SELECT seq, arm, engine, test, msg_size, repeat, result_json, error
+	rows, err := d.query(`SELECT seq, arm, engine, test, msg_size, repeat, result_json, error
 		FROM samples WHERE run_id=? ORDER BY seq, id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read samples of run %d: %w", runID, err)
@@ -358,7 +374,7 @@ func (d *DB) Samples(runID int64) ([]Sample, error) {
 
 // SampleCounts returns the number of samples per run id, for listings.
 func (d *DB) SampleCounts() (map[int64]int, error) {
-	rows, err := d.db.Query(`SELECT run_id, COUNT(*) FROM samples GROUP BY run_id`)
+	rows, err := d.query(`SELECT run_id, COUNT(*) FROM samples GROUP BY run_id`)
 	if err != nil {
 		return nil, fmt.Errorf("count samples: %w", err)
 	}
@@ -383,7 +399,7 @@ func (d *DB) arms(runID int64) (map[int64][]Arm, error) {
 		q += ` WHERE run_id=?`
 		args = append(args, runID)
 	}
-	rows, err := d.db.Query(q+` ORDER BY run_id, seq`, args...)
+	rows, err := d.query(q+` ORDER BY run_id, seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read arms: %w", err)
 	}
@@ -411,10 +427,12 @@ func scanRun(s scanner) (*Run, error) {
 	var started string
 	var finished sql.NullString
 	var host, labels string
-	if err := s.Scan(&r.ID, &r.Name, &r.Kind, &r.Experiment, &r.Baseline, &started, &finished,
-		&r.Complete, &r.Status, &host, &labels); err != nil {
+	var complete int64
+	if err := s.Scan(&r.ID, &r.Name, &r.Kind, &r.ExperimentName, &r.Experiment, &r.Baseline, &started, &finished,
+		&complete, &r.Status, &host, &labels); err != nil {
 		return nil, err
 	}
+	r.Complete = complete != 0
 	var err error
 	if r.Started, err = time.Parse(timeLayout, started); err != nil {
 		return nil, fmt.Errorf("run %d: started: %w", r.ID, err)
@@ -440,6 +458,14 @@ func nullTime(t time.Time) any {
 		return nil
 	}
 	return fmtTime(t)
+}
+
+// b2i stores a boolean as the INTEGER both dialects' schema holds.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func nonNil(m map[string]string) map[string]string {

@@ -2,18 +2,60 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/pgtest"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
-func openTemp(t *testing.T) *DB {
+// The store's tests run on both kinds of database: a SQLite file, and a
+// database on a throwaway PostgreSQL cluster started once for the package
+// (skipped, with the reason, only where the server is not installed; CI
+// installs it).
+var pg *pgtest.Postgres
+var pgErr error
+
+func TestMain(m *testing.M) {
+	pg, pgErr = pgtest.StartPostgres()
+	code := m.Run()
+	pg.Stop()
+	os.Exit(code)
+}
+
+// kind is one kind of results database: where a test's database lives.
+type kind struct {
+	name string
+	// location returns a new, empty database location for t.
+	location func(t *testing.T) string
+}
+
+var kinds = []kind{
+	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "sub", "results.db") }},
+	{"postgres", func(t *testing.T) string {
+		if pgErr != nil {
+			t.Skipf("no PostgreSQL: %v", pgErr)
+		}
+		return pg.NewDB(t)
+	}},
+}
+
+// eachKind runs f as a subtest per kind of database.
+func eachKind(t *testing.T, f func(t *testing.T, k kind)) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { f(t, k) })
+	}
+}
+
+// open opens a new database of kind k at the current schema.
+func (k kind) open(t *testing.T) *DB {
 	t.Helper()
-	d, err := Open(filepath.Join(t.TempDir(), "sub", "results.db"))
+	d, err := Open(k.location(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,174 +71,195 @@ func latencyResult(oneWayNs float64) *result.Result {
 }
 
 func TestRoundTrip(t *testing.T) {
-	d := openTemp(t)
-	start := time.Date(2026, 11, 22, 4, 0, 0, 123456789, time.UTC)
-	run := &Run{Kind: KindLab, Experiment: "name: x\n", Baseline: "host", Started: start,
-		Host:   result.Fingerprint{Hostname: "h1", Kernel: "6.1.0", Governor: "performance", Cores: 2},
-		Labels: map[string]string{"note": "first"},
-		Arms: []Arm{
-			{Name: "host", Topology: "host", Engine: "builtin"},
-			{Name: "vxlan", Description: "overlay", Topology: "vxlan", Engine: "qperf", Knobs: map[string]string{"mtu": "1450"}},
-		}}
-	id, err := d.CreateRun(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id != run.ID || !strings.HasPrefix(run.Name, "cnb-") {
-		t.Fatalf("CreateRun set id %d name %q", run.ID, run.Name)
-	}
-	for i, v := range []float64{9000, 9500} {
-		if err := d.AddSample(&Sample{RunID: id, Seq: i, Arm: "vxlan", Engine: "qperf", Test: result.TCPLat, MsgSize: 1, Repeat: i, Result: latencyResult(v)}); err != nil {
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		start := time.Date(2026, 11, 22, 4, 0, 0, 123456789, time.UTC)
+		run := &Run{Kind: KindLab, Experiment: "name: x\n", Baseline: "host", Started: start,
+			Host:   result.Fingerprint{Hostname: "h1", Kernel: "6.1.0", Governor: "performance", Cores: 2},
+			Labels: map[string]string{"note": "first"},
+			Arms: []Arm{
+				{Name: "host", Topology: "host", Engine: "builtin"},
+				{Name: "vxlan", Description: "overlay", Topology: "vxlan", Engine: "qperf", Knobs: map[string]string{"mtu": "1450"}},
+			}}
+		id, err := d.CreateRun(run)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := d.AddSample(&Sample{RunID: id, Seq: 2, Arm: "host", Engine: "builtin", Test: result.TCPLat, MsgSize: 1, Error: "server did not answer"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.FinishRun(id, false, "interrupted"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ref := range []string{"1", run.Name, "last"} {
-		got, err := d.GetRun(ref)
+		if id != run.ID || !strings.HasPrefix(run.Name, "cnb-") {
+			t.Fatalf("CreateRun set id %d name %q", run.ID, run.Name)
+		}
+		for i, v := range []float64{9000, 9500} {
+			if err := d.AddSample(&Sample{RunID: id, Seq: i, Arm: "vxlan", Engine: "qperf", Test: result.TCPLat, MsgSize: 1, Repeat: i, Result: latencyResult(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.AddSample(&Sample{RunID: id, Seq: 2, Arm: "host", Engine: "builtin", Test: result.TCPLat, MsgSize: 1, Error: "server did not answer"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.FinishRun(id, false, "interrupted"); err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range []string{"1", run.Name, "last"} {
+			got, err := d.GetRun(ref)
+			if err != nil {
+				t.Fatalf("GetRun(%q): %v", ref, err)
+			}
+			if got.ID != id || got.Baseline != "host" || got.Host.Kernel != "6.1.0" || got.Labels["note"] != "first" ||
+				got.Complete || got.Status != "interrupted" || got.Finished.IsZero() || !got.Started.Equal(start) ||
+				len(got.Arms) != 2 || got.Arms[1].Knobs["mtu"] != "1450" || got.Arms[1].Description != "overlay" {
+				t.Errorf("GetRun(%q) = %+v", ref, got)
+			}
+		}
+		ss, err := d.Samples(id)
 		if err != nil {
-			t.Fatalf("GetRun(%q): %v", ref, err)
+			t.Fatal(err)
 		}
-		if got.ID != id || got.Baseline != "host" || got.Host.Kernel != "6.1.0" || got.Labels["note"] != "first" ||
-			got.Complete || got.Status != "interrupted" || got.Finished.IsZero() || !got.Started.Equal(start) ||
-			len(got.Arms) != 2 || got.Arms[1].Knobs["mtu"] != "1450" || got.Arms[1].Description != "overlay" {
-			t.Errorf("GetRun(%q) = %+v", ref, got)
+		if len(ss) != 3 || *ss[1].Result.Latency.OneWayNs.Mean != 9500 || ss[0].Result.Missing["cpu.server.steal_pct"] == "" ||
+			ss[2].Result != nil || ss[2].Error != "server did not answer" {
+			t.Errorf("samples = %+v", ss)
 		}
-	}
-	ss, err := d.Samples(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 3 || *ss[1].Result.Latency.OneWayNs.Mean != 9500 || ss[0].Result.Missing["cpu.server.steal_pct"] == "" ||
-		ss[2].Result != nil || ss[2].Error != "server did not answer" {
-		t.Errorf("samples = %+v", ss)
-	}
-	runs, err := d.Runs()
-	if err != nil || len(runs) != 1 || len(runs[0].Arms) != 2 {
-		t.Errorf("Runs() = %+v, %v", runs, err)
-	}
-	counts, err := d.SampleCounts()
-	if err != nil || counts[id] != 3 {
-		t.Errorf("SampleCounts() = %v, %v", counts, err)
-	}
+		runs, err := d.Runs()
+		if err != nil || len(runs) != 1 || len(runs[0].Arms) != 2 {
+			t.Errorf("Runs() = %+v, %v", runs, err)
+		}
+		counts, err := d.SampleCounts()
+		if err != nil || counts[id] != 3 {
+			t.Errorf("SampleCounts() = %v, %v", counts, err)
+		}
+	})
 }
 
 func TestGetRunUnknown(t *testing.T) {
-	d := openTemp(t)
-	for _, ref := range []string{"last", "7", "nope"} {
-		_, err := d.GetRun(ref)
-		if !errors.Is(err, ErrNotFound) {
-			t.Errorf("GetRun(%q) error %v, want ErrNotFound", ref, err)
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		for _, ref := range []string{"last", "7", "nope"} {
+			_, err := d.GetRun(ref)
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetRun(%q) error %v, want ErrNotFound", ref, err)
+			}
 		}
-	}
-	if err := d.FinishRun(42, true, "ok"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FinishRun(unknown) = %v", err)
-	}
+		if err := d.FinishRun(42, true, "ok"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("FinishRun(unknown) = %v", err)
+		}
+	})
 }
 
 func TestNamesAreUnambiguous(t *testing.T) {
-	d := openTemp(t)
-	if _, err := d.CreateRun(&Run{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"a", "last", "12"} {
-		if _, err := d.CreateRun(&Run{Name: name}); err == nil {
-			t.Errorf("CreateRun(%q) accepted an ambiguous or duplicate name", name)
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		if _, err := d.CreateRun(&Run{Name: "a"}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, name := range []string{"a", "last", "12"} {
+			if _, err := d.CreateRun(&Run{Name: name}); err == nil {
+				t.Errorf("CreateRun(%q) accepted an ambiguous or duplicate name", name)
+			}
+		}
+	})
 }
 
 // Concurrent writers (a runner storing samples from several goroutines)
 // must not fail with "database is locked".
 func TestConcurrentAddSample(t *testing.T) {
-	d := openTemp(t)
-	id, err := d.CreateRun(&Run{Name: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := 0; i < 40; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			errs <- d.AddSample(&Sample{RunID: id, Seq: i, Arm: "a", Test: result.TCPLat, MsgSize: 1, Result: latencyResult(1000)})
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		id, err := d.CreateRun(&Run{Name: "c"})
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	ss, _ := d.Samples(id)
-	if len(ss) != 40 {
-		t.Errorf("stored %d of 40 samples", len(ss))
-	}
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for i := 0; i < 40; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				errs <- d.AddSample(&Sample{RunID: id, Seq: i, Arm: "a", Test: result.TCPLat, MsgSize: 1, Result: latencyResult(1000)})
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		ss, _ := d.Samples(id)
+		if len(ss) != 40 {
+			t.Errorf("stored %d of 40 samples", len(ss))
+		}
+	})
 }
 
-// A database written by schema version 1 (before labels and the samples
-// index) opens with the current code, is migrated, and keeps its data.
-func TestMigrateFromV1(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	old, err := openVersion(path, 1)
+// A database written by any earlier schema version opens with the current
+// code, is migrated, and keeps its data; a run named the way `cnibench run`
+// named runs before migration 4 gets its experiment name.
+func TestMigrateFromEveryVersion(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
+		for v := 1; v < SchemaVersion(); v++ {
+			t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { migrateFrom(t, k, v) })
+		}
+	})
+}
+
+func migrateFrom(t *testing.T, k kind, version int) {
+	loc := k.location(t)
+	old, err := openVersion(loc, version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := old.Version(); v != 1 {
+	if v, _ := old.Version(); v != version {
 		t.Fatalf("old database at version %d", v)
 	}
-	// Written with v1's columns only: CreateRun of today needs labels_json.
-	if _, err := old.db.Exec(`INSERT INTO runs(name, kind, experiment, baseline, started, complete, status, host_json)
-		VALUES('old-run', 'lab', 'arms: []', 'host', '2025-01-02T03:04:05Z', 1, 'ok', '{"kernel":"5.10.0"}')`); err != nil {
+	// Written with v1's columns only, which every later version has.
+	var id int64
+	if err := old.queryRow(`INSERT INTO runs(name, kind, experiment, baseline, started, complete, status, host_json)
+		VALUES('default-20250102T030405Z', 'lab', 'arms: []', 'host', '2025-01-02T03:04:05Z', 1, 'ok', '{"kernel":"5.10.0"}') RETURNING id`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.db.Exec(`INSERT INTO arms VALUES(1, 0, 'host', '', 'host', 'builtin', '{}')`); err != nil {
+	if _, err := old.exec(`INSERT INTO arms VALUES(?, 0, 'host', '', 'host', 'builtin', '{}')`, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.AddSample(&Sample{RunID: 1, Seq: 0, Arm: "host", Test: result.TCPLat, MsgSize: 1, Result: latencyResult(7000)}); err != nil {
+	if _, err := old.exec(`INSERT INTO runs(name, kind, experiment, baseline, started, complete, status, host_json)
+		VALUES('cnb-ab12-k8s', 'k8s', '', '', '2025-01-02T03:04:06Z', 0, '', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.AddSample(&Sample{RunID: id, Seq: 0, Arm: "host", Test: result.TCPLat, MsgSize: 1, Result: latencyResult(7000)}); err != nil {
 		t.Fatal(err)
 	}
 	old.Close()
 
-	d, err := Open(path)
+	d, err := Open(loc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if v, _ := d.Version(); v != SchemaVersion() || v != 3 {
-		t.Fatalf("migrated database at version %d, want 3", v)
+	if v, _ := d.Version(); v != SchemaVersion() {
+		t.Fatalf("migrated database at version %d, want %d", v, SchemaVersion())
 	}
-	r, err := d.GetRun("old-run")
+	r, err := d.GetRun("default-20250102T030405Z")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Host.Kernel != "5.10.0" || !r.Complete || len(r.Arms) != 1 || r.Labels == nil || len(r.Labels) != 0 {
+	if r.Host.Kernel != "5.10.0" || !r.Complete || len(r.Arms) != 1 || r.Labels == nil || len(r.Labels) != 0 || r.ExperimentName != "default" {
 		t.Errorf("migrated run = %+v", r)
+	}
+	if k8s, err := d.GetRun("cnb-ab12-k8s"); err != nil || k8s.ExperimentName != "" {
+		t.Errorf("a run not named by cnibench run: %+v, %v", k8s, err)
 	}
 	ss, err := d.Samples(r.ID)
 	if err != nil || len(ss) != 1 || *ss[0].Result.Latency.OneWayNs.Mean != 7000 {
 		t.Errorf("migrated samples = %+v, %v", ss, err)
 	}
-	var idx int
-	if err := d.db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type='index' AND name='samples_by_run'`).Scan(&idx); err != nil || idx != 1 {
-		t.Errorf("migration 2 index missing (%d, %v)", idx, err)
-	}
-	// The new column is usable on the migrated database.
-	if _, err := d.CreateRun(&Run{Name: "new-run", Labels: map[string]string{"k": "v"}}); err != nil {
+	// The newer columns are usable on the migrated database.
+	if _, err := d.CreateRun(&Run{Name: "new-run", ExperimentName: "e", Labels: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := d.GetRun("last"); r.Name != "new-run" || r.Labels["k"] != "v" {
+	if r, _ := d.GetRun("last"); r.Name != "new-run" || r.Labels["k"] != "v" || r.ExperimentName != "e" {
 		t.Errorf("last = %+v", r)
 	}
 	// Opening again is a no-op.
 	d.Close()
-	d2, err := Open(path)
+	d2, err := Open(loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,18 +267,20 @@ func TestMigrateFromV1(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new.db")
-	d, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.db.Exec(`INSERT INTO schema_migrations VALUES(99, 'x')`); err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
-	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer than this cnibench") {
-		t.Errorf("Open(newer schema) = %v", err)
-	}
+	eachKind(t, func(t *testing.T, k kind) {
+		path := k.location(t)
+		d, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.exec(`INSERT INTO schema_migrations VALUES(99, 'x')`); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer than this cnibench") {
+			t.Errorf("Open(newer schema) = %v", err)
+		}
+	})
 }
 
 func TestDefaultPath(t *testing.T) {
@@ -236,14 +301,16 @@ func TestDefaultPath(t *testing.T) {
 }
 
 func TestCreateRunNameTaken(t *testing.T) {
-	d := openTemp(t)
-	if _, err := d.CreateRun(&Run{Name: "same"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := d.CreateRun(&Run{Name: "same"})
-	if !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), `"same" already exists`) {
-		t.Fatalf("second run with the same name: %v", err)
-	}
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		if _, err := d.CreateRun(&Run{Name: "same"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := d.CreateRun(&Run{Name: "same"})
+		if !errors.Is(err, ErrRunExists) || !strings.Contains(err.Error(), `"same" already exists`) {
+			t.Fatalf("second run with the same name: %v", err)
+		}
+	})
 }
 
 func TestProfilesRoundTrip(t *testing.T) {
@@ -277,22 +344,114 @@ func TestProfilesRoundTrip(t *testing.T) {
 }
 
 func TestUpdateRunHost(t *testing.T) {
-	d := openTemp(t)
-	id, err := d.CreateRun(&Run{Name: "k", Kind: KindK8s, Host: result.Fingerprint{Hostname: "k8s"}, Labels: map[string]string{"a": "1"}})
-	if err != nil {
-		t.Fatal(err)
+	eachKind(t, func(t *testing.T, k kind) {
+		d := k.open(t)
+		id, err := d.CreateRun(&Run{Name: "k", Kind: KindK8s, Host: result.Fingerprint{Hostname: "k8s"}, Labels: map[string]string{"a": "1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.UpdateRunHost(id, result.Fingerprint{Hostname: "k8s [flannel vxlan]"}, map[string]string{"k8s.cni": "flannel"}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.GetRun("k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Host.Hostname != "k8s [flannel vxlan]" || r.Labels["k8s.cni"] != "flannel" || r.Labels["a"] != "" {
+			t.Errorf("after update: host %+v labels %v", r.Host, r.Labels)
+		}
+		if err := d.UpdateRunHost(id+1, result.Fingerprint{}, nil); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown run: %v", err)
+		}
+	})
+}
+
+// Twenty runners writing into one database at once, each with its own
+// connection (as twenty processes would): every sample is stored exactly
+// once, under its own run.
+func TestConcurrentRunners(t *testing.T) {
+	eachKind(t, func(t *testing.T, k kind) {
+		loc := k.location(t)
+		const writers, samples = 20, 25
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		start := time.Now()
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				d, err := Open(loc)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer d.Close()
+				id, err := d.CreateRun(&Run{Name: fmt.Sprintf("w%02d", w), ExperimentName: "fleet", Arms: []Arm{{Name: "a"}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := 0; i < samples; i++ {
+					if err := d.AddSample(&Sample{RunID: id, Seq: i, Arm: "a", Test: result.TCPLat, MsgSize: 1, Repeat: w, Result: latencyResult(float64(1000*w + i))}); err != nil {
+						errs <- fmt.Errorf("writer %d sample %d: %w", w, i, err)
+						return
+					}
+				}
+				errs <- d.FinishRun(id, true, "ok")
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%s: %d writers × %d samples in %v", k.name, writers, samples, time.Since(start).Round(time.Millisecond))
+		d := k.open(t)
+		d.Close()
+		d, err := Open(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		runs, err := d.Runs()
+		if err != nil || len(runs) != writers {
+			t.Fatalf("%d runs, %v", len(runs), err)
+		}
+		for _, r := range runs {
+			ss, err := d.Samples(r.ID)
+			if err != nil || len(ss) != samples {
+				t.Fatalf("run %s: %d samples, %v", r.Name, len(ss), err)
+			}
+			for i, s := range ss {
+				w := ss[0].Repeat
+				if s.Seq != i || s.Repeat != w || *s.Result.Latency.OneWayNs.Mean != float64(1000*w+i) || r.Name != fmt.Sprintf("w%02d", w) {
+					t.Fatalf("run %s sample %d mixed up: %+v", r.Name, i, s)
+				}
+			}
+		}
+	})
+}
+
+// A server that is not there, and one that refuses the user: one line
+// each, naming the database without its password, and nothing written.
+func TestPostgresUnreachable(t *testing.T) {
+	_, err := Open("postgres://cnb:secret@host:notaport/x")
+	if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "not a usable PostgreSQL URL") {
+		t.Errorf("malformed URL: %v", err)
 	}
-	if err := d.UpdateRunHost(id, result.Fingerprint{Hostname: "k8s [flannel vxlan]"}, map[string]string{"k8s.cni": "flannel"}); err != nil {
-		t.Fatal(err)
+	if pgErr != nil {
+		t.Skipf("no PostgreSQL: %v", pgErr)
 	}
-	r, err := d.GetRun("k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Host.Hostname != "k8s [flannel vxlan]" || r.Labels["k8s.cni"] != "flannel" || r.Labels["a"] != "" {
-		t.Errorf("after update: host %+v labels %v", r.Host, r.Labels)
-	}
-	if err := d.UpdateRunHost(id+1, result.Fingerprint{}, nil); !errors.Is(err, ErrNotFound) {
-		t.Errorf("unknown run: %v", err)
+	for dsn, want := range map[string]string{
+		"postgres://cnb:secret@/x?host=/nonexistent-cnb&sslmode=disable": "no such file or directory",
+		strings.Replace(pg.DSN("postgres"), "cnb@", "nobody:secret@", 1): `role "nobody" does not exist`,
+	} {
+		_, err := Open(dsn)
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("Open(%s) = %v; want one line with %q and no password", redact(dsn), err, want)
+		}
 	}
 }
