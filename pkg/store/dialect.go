@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,15 +136,18 @@ var ErrInvalid = errors.New("invalid results database")
 var ErrUnreachable = errors.New("cannot connect")
 
 // pgReason is the server's own words for a failed connection, on one
-// line, without the driver's repetition of the URL.
+// line: the driver joins one error per address tried (and per TLS
+// attempt), often the same text again.
 func pgReason(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, pe.Code)
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) && ce.Unwrap() != nil {
-		return strings.ReplaceAll(ce.Unwrap().Error(), "\n", " ")
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !slices.Contains(parts, line) {
+			parts = append(parts, line)
+		}
 	}
-	return strings.ReplaceAll(err.Error(), "\n", " ")
+	return strings.Join(parts, "; ")
 }
