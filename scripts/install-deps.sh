@@ -3,7 +3,9 @@
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 # postgresql: the shared results store's tests start a throwaway cluster from
-# its server binaries (internal/pgtest), on a private socket.
+# its server binaries (internal/pgtest), on a private socket; docker-registry
+# and prometheus-pushgateway are the real peers `image push` and `report
+# --push` are tested against, on loopback.
 # openvswitch-switch-dpdk (the ovs-dpdk preset) installs ovs-vswitchd-dpdk as a
 # lower-priority alternative: the host's default ovs-vswitchd stays the plain one.
 # DPDK loads its drivers as plugins that Debian only *recommends* (and this
@@ -13,7 +15,7 @@ set -euo pipefail
 # 'net_af_packet0,…' to DPDK".
 pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk
   librte-net-af-packet23 librte-mempool-ring23 bpftool sqlite3 jq chromium
-  postgresql)
+  postgresql docker-registry prometheus-pushgateway)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

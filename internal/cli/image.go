@@ -10,24 +10,58 @@ import (
 )
 
 func newImageCmd() *cobra.Command {
-	return group("image", "Build the cnibench container image (for Kubernetes runs)", "", newImageBuildCmd())
+	return group("image", "Build the cnibench container image (for Kubernetes runs) and push it to a registry", "", newImageBuildCmd(), newImagePushCmd())
+}
+
+func newImagePushCmd() *cobra.Command {
+	c := image.PushCommand{Build: image.BuildOptions{Version: Version, FindTools: driver.ToolPaths}}
+	cmd := command("push REF", "Push the cnibench image to a registry, so a real cluster can pull it", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
+			c.Ref = args[0]
+			lines, err := c.Run(cmd.Context())
+			for _, l := range lines {
+				fmt.Fprintln(cmd.OutOrStdout(), l)
+			}
+			return usage(err)
+		})
+	cmd.Long = `Pushes the image to REF (REGISTRY/REPOSITORY:TAG): the archive given with
+--archive, or one built on the spot from this binary (--with-tools: with
+this host's qperf, iperf3 and sockperf). The manifest is pushed as built, so
+the registry serves the digest 'image build' printed. Credentials come from
+the usual Docker configuration ($DOCKER_CONFIG or ~/.docker/config.json and
+its credential helpers). Then: cnibench k8s run --image REF.`
+	cmd.Flags().StringVar(&c.Archive, "archive", "", "push this archive (written by image build) instead of building one")
+	cmd.Flags().BoolVar(&c.Insecure, "insecure", false, "allow a registry that speaks plain HTTP")
+	cmd.Flags().BoolVar(&c.Build.WithTools, "with-tools", false, "build with this host's qperf, iperf3 and sockperf (without --archive)")
+	cmd.Flags().StringVar(&c.Build.Binary, "binary", "", "static cnibench binary to package (default: this one; without --archive)")
+	return cmd
 }
 
 func newImageBuildCmd() *cobra.Command {
 	o := image.BuildOptions{Version: Version, FindTools: driver.ToolPaths}
+	var push string
+	var insecure bool
 	cmd := command("build -o FILE", "Write an OCI image archive holding only this static cnibench binary", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
 			b, err := image.Build(o)
 			if err != nil {
 				return usage(err)
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), b)
+			fmt.Fprintln(cmd.OutOrStdout(), b)
+			if push == "" {
+				return nil
+			}
+			p, err := image.Push(cmd.Context(), image.PushOptions{Archive: o.Output, Ref: push, Insecure: insecure})
+			if err != nil {
+				return usage(err)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), p)
 			return err
 		})
 	cmd.Long = `Writes an OCI image archive (also loadable by docker load) whose one layer
 holds the static cnibench binary as /cnibench, the entrypoint. There is no base
 image. Load it with 'ctr -n k8s.io images import FILE', 'k8slab import FILE'
-or push it to a registry with any OCI tool.
+or push it to a registry with --push REF (or 'cnibench image push').
 
 The default reference is ` + image.DefaultRepository + `:<version>-<binary sha256 prefix>,
 which is also the default --image of 'cnibench k8s run'.
@@ -40,5 +74,7 @@ Its default tag ends in ` + image.ToolsTagSuffix + `.`
 	cmd.Flags().StringVar(&o.Ref, "ref", "", "image reference NAME:TAG (default "+image.DefaultRepository+":<version>-<sha>)")
 	cmd.Flags().StringVar(&o.Binary, "binary", "", "static cnibench binary to package (default: this one)")
 	cmd.Flags().BoolVar(&o.WithTools, "with-tools", false, "also carry this host's qperf, iperf3 and sockperf with their shared libraries (for k8s run --engine)")
+	cmd.Flags().StringVar(&push, "push", "", "then push the archive to this registry reference (see image push)")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "with --push: allow a registry that speaks plain HTTP")
 	return cmd
 }

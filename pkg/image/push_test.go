@@ -1,0 +1,135 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// registry starts Debian's docker-registry (the CNCF distribution
+// registry) on a free loopback port, storing in the test's directory,
+// with htpasswd authentication when htpasswd is set. It stops with the
+// test.
+func registry(t *testing.T, htpasswd string) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry not installed (apt-get install docker-registry; scripts/install-deps.sh does)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	auth := ""
+	if htpasswd != "" {
+		p := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(p, []byte(htpasswd), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		auth = fmt.Sprintf("auth:\n  htpasswd:\n    realm: cnb\n    path: %s\n", p)
+	}
+	cfg := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n%s",
+		filepath.Join(dir, "data"), addr, auth)), 0o644)
+	cmd := exec.Command(bin, "serve", cfg)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry on %s did not answer: %v\n%s", addr, err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr
+}
+
+// Pushed to a real registry and pulled back, the image's digest is the
+// one the archive holds; a second push of the same archive is idempotent.
+func TestPushToRegistry(t *testing.T) {
+	addr := registry(t, "")
+	out := filepath.Join(t.TempDir(), "img.tar")
+	b, err := Build(BuildOptions{Output: out, Binary: fakeStatic(t), Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := addr + "/cnb/cnibench:v1"
+	for i := 0; i < 2; i++ {
+		p, err := Push(context.Background(), PushOptions{Archive: out, Ref: dst, Insecure: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Digest != b.ManifestDigest || p.Ref != addr+"/cnb/cnibench@"+b.ManifestDigest {
+			t.Fatalf("pushed %+v, built manifest %s", p, b.ManifestDigest)
+		}
+	}
+	ref, _ := name.ParseReference(dst, name.Insecure)
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := img.Digest(); d.String() != b.ManifestDigest {
+		t.Errorf("pulled back %s, pushed %s", d, b.ManifestDigest)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != BinaryPath {
+		t.Errorf("pulled config %+v, %v", cfg, err)
+	}
+}
+
+// Credentials come from the keychain; a refusal and an unreachable
+// registry are one-line errors, and a bad reference or archive is input
+// the user fixes (ErrInvalid).
+func TestPushRefusals(t *testing.T) {
+	addr := registry(t, "cnb:$2a$05$CB0pvaLXCGhop2DCUEzWr.hqxAhfj5vhaKjyxuWaie.t05Or0tCzy\n") // cnb:secret
+	out := filepath.Join(t.TempDir(), "img.tar")
+	if _, err := Build(BuildOptions{Output: out, Binary: fakeStatic(t), Version: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err := Push(ctx, PushOptions{Archive: out, Ref: addr + "/cnb/x:v1", Insecure: true, Keychain: authn.NewMultiKeychain()})
+	if !errors.Is(err, ErrRegistry) || !strings.Contains(err.Error(), "HTTP 401 Unauthorized") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("no credentials: %v", err)
+	}
+	good := staticKeychain{&authn.Basic{Username: "cnb", Password: "secret"}}
+	if _, err := Push(ctx, PushOptions{Archive: out, Ref: addr + "/cnb/x:v1", Insecure: true, Keychain: good}); err != nil {
+		t.Errorf("with credentials: %v", err)
+	}
+	_, err = Push(ctx, PushOptions{Archive: out, Ref: "127.0.0.1:1/cnb/x:v1", Insecure: true})
+	if !errors.Is(err, ErrRegistry) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("unreachable: %v", err)
+	}
+	for _, o := range []PushOptions{{Archive: out, Ref: "Not A Ref"}, {Archive: out + ".missing", Ref: addr + "/x:y"}, {Archive: "/etc/hostname", Ref: addr + "/x:y"}} {
+		if _, err := Push(ctx, o); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", o, err)
+		}
+	}
+}
+
+type staticKeychain struct{ a authn.Authenticator }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
