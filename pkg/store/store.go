@@ -94,9 +94,13 @@ type DB struct {
 
 // The query helpers take queries written with ? placeholders, as SQLite
 // reads them, and rebind them for PostgreSQL.
-func (d *DB) exec(q string, args ...any) (sql.Result, error) { return d.db.Exec(d.d.rebind(q), args...) }
-func (d *DB) query(q string, args ...any) (*sql.Rows, error)  { return d.db.Query(d.d.rebind(q), args...) }
-func (d *DB) queryRow(q string, args ...any) *sql.Row        { return d.db.QueryRow(d.d.rebind(q), args...) }
+func (d *DB) exec(q string, args ...any) (sql.Result, error) {
+	return d.db.Exec(d.d.rebind(q), args...)
+}
+func (d *DB) query(q string, args ...any) (*sql.Rows, error) {
+	return d.db.Query(d.d.rebind(q), args...)
+}
+func (d *DB) queryRow(q string, args ...any) *sql.Row { return d.db.QueryRow(d.d.rebind(q), args...) }
 
 // ErrRunExists is wrapped by CreateRun when the name is taken.
 var ErrRunExists = errors.New("run exists")
