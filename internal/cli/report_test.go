@@ -106,8 +106,17 @@ func TestCompareCommand(t *testing.T) {
 	if !strings.Contains(vx, "faster by 22.7% (p=0.0079)") {
 		t.Errorf("vxlan row %q", vx)
 	}
-	if !strings.Contains(host, "no significant difference") {
+	// host is the same in both runs: equivalent within the default ±5%,
+	// undecided within ±1% (the 90% interval spans about ±3%).
+	if !strings.Contains(host, "equivalent within ±5%") {
 		t.Errorf("host row %q", host)
+	}
+	out, err = runCLI(t, "compare", "first", "second", "--db", db, "--margin", "1%")
+	if err != nil || !strings.Contains(out, "│ host") || strings.Contains(out, "equivalent within") || !strings.Contains(out, "undecided (p=1;") {
+		t.Errorf("compare --margin 1%%: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "report", "first", "--db", db, "--margin", "-3%"); err == nil || ExitCode(err) != 2 {
+		t.Errorf("report --margin -3%%: %v", err)
 	}
 	out, err = runCLI(t, "compare", "first", "second", "--db", db, "--format", "json")
 	if err != nil || !strings.Contains(out, `"schema": "cnibench.compare/v1"`) {

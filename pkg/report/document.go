@@ -167,19 +167,28 @@ type CDFSeries struct {
 	Pts   []result.CDFPoint
 }
 
-// verdictMethod is how the verdict tables test.
-var verdictMethod = fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g; n.s. = no significant difference", stats.Alpha)
+// verdictMethod is how the verdict tables decide, for a margin.
+func verdictMethod(margin float64) string {
+	return fmt.Sprintf("equivalent %s: the %.0f%% interval of the ratio lies within the margin (two one-sided tests); "+
+		"faster/slower: Mann–Whitney U, two-sided, α=%.2g; undecided: neither, ≈N more = samples per arm estimated to decide it",
+		stats.MarginText(margin), stats.EquivLevel*100, stats.Alpha)
+}
+
+// NewDocument is Options{}.NewDocument.
+func NewDocument(in []Input, st []*stages.Report) (*Document, error) {
+	return Options{}.NewDocument(in, st)
+}
 
 // NewDocument analyses each run and lays out its report: one run, or
 // several side by side. st[i] is run i's CPU by stage (nil, or a nil
 // entry, for runs taken without --profile).
-func NewDocument(in []Input, st []*stages.Report) (*Document, error) {
+func (o Options) NewDocument(in []Input, st []*stages.Report) (*Document, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("report: no run given")
 	}
 	models := make([]*Model, len(in))
 	for i, x := range in {
-		models[i] = Analyze(x.Run, x.Samples)
+		models[i] = o.Analyze(x.Run, x.Samples)
 		if i < len(st) {
 			models[i].Stages = st[i]
 		}
@@ -283,7 +292,7 @@ func verdictSection(m *Model) *VerdictSection {
 	if m.Baseline == "" || len(m.Arms) < 2 {
 		return nil
 	}
-	v := &VerdictSection{Baseline: m.Baseline, Method: verdictMethod, Table: valueTable([]string{"vs " + m.Baseline}, m.Columns),
+	v := &VerdictSection{Baseline: m.Baseline, Method: verdictMethod(m.Margin), Table: valueTable([]string{"vs " + m.Baseline}, m.Columns),
 		Notes: verdictNotes(m)}
 	for _, arm := range m.Arms {
 		if arm == m.Baseline {
@@ -296,7 +305,8 @@ func verdictSection(m *Model) *VerdictSection {
 				row = append(row, TableCell{Text: "—"})
 				continue
 			}
-			row = append(row, TableCell{Text: shortVerdict(*c.Verdict, col.metric)})
+			better, worse := verdictWords(col.metric.Metric)
+			row = append(row, TableCell{Text: c.Verdict.Short(better, worse)})
 		}
 		v.Table.Rows = append(v.Table.Rows, row)
 	}
@@ -328,7 +338,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 		d.Main.Rows = append(d.Main.Rows, cells)
 	}
 	d.Notes = n.list
-	d.Legend = []string{fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g, on the repeats of each cell; Δ = (median B − median A) / median A.", stats.Alpha)}
+	d.Legend = []string{"Verdicts, on the repeats of each cell: " + verdictMethod(mA.Margin) + "; Δ = (median B − median A) / median A."}
 	for i, m := range d.models {
 		for _, f := range m.Flags {
 			d.Warnings = append(d.Warnings, Warning{i, d.Runs[i].Tag + ": " + f.Message})

@@ -93,12 +93,32 @@ type JSONVs struct {
 // numbers are null and the strings left out; a verdict always has all
 // three strings, since both sides have values.
 type JSONVerdict struct {
-	DeltaPct  *float64 `json:"delta_pct"`
-	P         *float64 `json:"p"`
-	U         *float64 `json:"u"`
-	Method    string   `json:"method,omitempty"`
-	Direction string   `json:"direction,omitempty"` // better | worse | no significant difference
-	Verdict   string   `json:"verdict,omitempty"`
+	DeltaPct *float64 `json:"delta_pct"`
+	P        *float64 `json:"p"`
+	U        *float64 `json:"u"`
+	Method   string   `json:"method,omitempty"`
+	// Direction is the Mann–Whitney test's answer alone (what the gate
+	// reads): better | worse | no significant difference.
+	Direction string `json:"direction,omitempty"`
+	Verdict   string `json:"verdict,omitempty"`
+	// Outcome is the verdict's decision: better | worse | equivalent |
+	// undecided.
+	Outcome     string           `json:"outcome,omitempty"`
+	Equivalence *JSONEquivalence `json:"equivalence,omitempty"`
+	// MoreSamples estimates, for an undecided verdict, how many more
+	// samples per arm would decide it; absent otherwise or without an
+	// estimate.
+	MoreSamples *int `json:"more_samples,omitempty"`
+}
+
+// JSONEquivalence is the equivalence test of a verdict: B relative to A
+// as a ratio (Hodges–Lehmann estimate) with its ~90% interval (level =
+// achieved coverage), against ±margin_pct.
+type JSONEquivalence struct {
+	MarginPct float64  `json:"margin_pct"`
+	Ratio     *float64 `json:"ratio"`
+	RatioCI   JSONCI   `json:"ratio_ci"`
+	Scale     string   `json:"scale"` // log | shift
 }
 
 // jsonVerdict is v in the JSON documents, in m's words ("faster",
@@ -108,8 +128,14 @@ func jsonVerdict(v *stats.Verdict, m result.Metric) JSONVerdict {
 		return JSONVerdict{}
 	}
 	better, worse := verdictWords(m)
-	return JSONVerdict{DeltaPct: num(v.DeltaPct), P: num(v.Test.P), U: num(v.Test.U),
-		Method: v.Test.Method, Direction: v.Direction.String(), Verdict: v.Text(better, worse)}
+	j := JSONVerdict{DeltaPct: num(v.DeltaPct), P: num(v.Test.P), U: num(v.Test.U),
+		Method: v.Test.Method, Direction: v.Direction.String(), Verdict: v.Text(better, worse), Outcome: v.Outcome.String(),
+		Equivalence: &JSONEquivalence{MarginPct: v.Margin * 100, Ratio: num(v.Ratio.Estimate), RatioCI: jci(v.Ratio.CI), Scale: v.Ratio.Scale}}
+	if v.MoreSamples > 0 {
+		n := v.MoreSamples
+		j.MoreSamples = &n
+	}
+	return j
 }
 
 // JSONCDF is one point of a latency CDF, in microseconds.

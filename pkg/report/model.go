@@ -199,6 +199,8 @@ type Model struct {
 	Stages *stages.Report
 	// ArmConditions says how each arm was measured (see ArmConditions).
 	ArmConditions map[string]string
+	// Margin is the equivalence margin the verdicts used (a fraction).
+	Margin float64
 }
 
 // Cell returns the cell for a key, or nil.
@@ -211,9 +213,14 @@ func (m *Model) cell(arm string, col Column) *Cell {
 	return m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
 }
 
-// Analyze computes every cell of a run.
+// Analyze computes every cell of a run with the default Options.
 func Analyze(run *store.Run, samples []store.Sample) *Model {
-	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
+	return Options{}.Analyze(run, samples)
+}
+
+// Analyze computes every cell of a run, its verdicts judged with o.
+func (o Options) Analyze(run *store.Run, samples []store.Sample) *Model {
+	m := &Model{Run: run, cells: map[cellKey]*Cell{}, Margin: o.margin()}
 	ss := append([]store.Sample(nil), samples...)
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
 	ss, retaken := splitRetaken(ss)
@@ -289,7 +296,7 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 				continue
 			}
 			r := stats.RatioOfMedians(c.Values, base.Values)
-			v := stats.Judge(base.Values, c.Values, c.HigherIsBetter)
+			v := o.judge(base.Values, c.Values, c.HigherIsBetter)
 			c.Ratio, c.Verdict = &r, &v
 		}
 	}

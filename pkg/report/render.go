@@ -46,7 +46,12 @@ func RenderRuns(w io.Writer, format string, in []Input) error {
 // RenderRunsStages is RenderRuns with each run's CPU by datapath stage
 // (st[i] for in[i]; nil, or a nil entry, for runs taken without --profile).
 func RenderRunsStages(w io.Writer, format string, in []Input, st []*stages.Report) error {
-	d, err := NewDocument(in, st)
+	return Options{}.RenderRuns(w, format, in, st)
+}
+
+// RenderRuns is RenderRunsStages judged with o.
+func (o Options) RenderRuns(w io.Writer, format string, in []Input, st []*stages.Report) error {
+	d, err := o.NewDocument(in, st)
 	if err != nil {
 		return err
 	}
@@ -134,7 +139,7 @@ func verdictNotes(m *Model) []string {
 				continue
 			}
 			seen[c.Verdict.Note] = true
-			out = append(out, fmt.Sprintf("Note: %s, so n.s. here says nothing either way; use 5 or more repeats.", c.Verdict.Note))
+			out = append(out, fmt.Sprintf("Note: %s, so no cell here can be faster or slower; use 5 or more repeats.", c.Verdict.Note))
 		}
 	}
 	return out
@@ -152,18 +157,6 @@ func verdictWords(mt result.Metric) (better, worse string) {
 		return "less CPU", "more CPU"
 	}
 	return "better", "worse"
-}
-
-func shortVerdict(v stats.Verdict, mt metric) string {
-	better, worse := verdictWords(mt.Metric)
-	p := stats.FormatP(v.Test.P)
-	switch v.Direction {
-	case stats.Better:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", better, math.Abs(v.DeltaPct), p)
-	case stats.Worse:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", worse, math.Abs(v.DeltaPct), p)
-	}
-	return fmt.Sprintf("n.s. (p=%s)", p)
 }
 
 func runLabel(r *store.Run) string { return fmt.Sprintf("%d %s", r.ID, r.Name) }

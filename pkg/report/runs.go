@@ -110,9 +110,14 @@ func WriteFile(stdout io.Writer, path string, render func(io.Writer) error) erro
 	return atomicfile.Write(path, 0o644, render)
 }
 
+// RenderStored is Options{}.RenderStored.
+func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
+	return Options{}.RenderStored(w, format, db, ref)
+}
+
 // RenderStored renders one stored run (with its CPU by stage when it was
 // profiled), as `cnibench report <run>` does.
-func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
+func (o Options) RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
 	run, samples, err := db.Load(ref)
 	if err != nil {
 		return err
@@ -121,7 +126,7 @@ func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
 	if err != nil {
 		return err
 	}
-	return RenderRunsStages(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
+	return o.RenderRuns(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
 }
 
 // ErrNoHistory is wrapped when a database holds no complete run of the
@@ -189,8 +194,8 @@ func LoadHistory(db *store.DB, experiment string, last int) (h *History, incompl
 // CompareLoaded writes compare's page of run b against run a with, in the
 // text formats, each arm's CPU by datapath stage when both runs were
 // profiled (JSON stays one document; `explain --json` has those figures).
-func CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
-	d, err := newComparison(format, a.Run, a.Samples, b.Run, b.Samples)
+func (o Options) CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
+	d, err := o.newComparison(format, a.Run, a.Samples, b.Run, b.Samples)
 	if err != nil {
 		return err
 	}
