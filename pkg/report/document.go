@@ -281,6 +281,11 @@ func (m *Model) rowCells(arm string, cols []Column, n *notes) []TableCell {
 			row = append(row, TableCell{Text: "—", Note: n.add(m.missingNote(arm, col))})
 			continue
 		}
+		if c.Modes != nil {
+			// The median and its interval describe neither mode.
+			row = append(row, TableCell{Text: modesText(c.Modes, col.Scale), Flags: c.Flags, Note: n.add(modesNote(c, col))})
+			continue
+		}
 		row = append(row, TableCell{Text: valueText(c, col), Flags: c.Flags})
 	}
 	return row
@@ -327,7 +332,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 		// values sit in one column.
 		cells := []TableCell{{Text: r.Arm}, {Text: r.Test}, {Text: FormatSize(r.Size)},
 			{Text: fmt.Sprintf("%s (%s)", r.Column.metric.Label, displayUnit(r.Column.metric.Unit))},
-			cmpValue(r.A), cmpValue(r.B)}
+			cmpValue(r.A, r.Column, &n), cmpValue(r.B, r.Column, &n)}
 		if r.Verdict == nil {
 			cells = append(cells, TableCell{Text: "—"}, TableCell{Text: "—"}, TableCell{Text: "—", Note: n.add(r.Missing)})
 		} else {
@@ -350,10 +355,15 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 	return d
 }
 
-// cmpValue is a compared cell: its median ±CI in the metric's own unit.
-func cmpValue(c *Cell) TableCell {
+// cmpValue is a compared cell: its median ±CI in the metric's own unit,
+// or its two modes with a note.
+func cmpValue(c *Cell, col Column, n *notes) TableCell {
 	if c == nil || len(c.Values) == 0 {
 		return TableCell{Text: "—"}
+	}
+	if c.Modes != nil {
+		col.Scale, col.Unit = 1, displayUnit(col.metric.Unit)
+		return TableCell{Text: modesText(c.Modes, 1), Flags: c.Flags, Note: n.add(modesNote(c, col))}
 	}
 	return TableCell{Text: medianText(c.Summary, 1), Flags: c.Flags}
 }

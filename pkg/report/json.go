@@ -71,6 +71,51 @@ type JSONCell struct {
 	VsBaseline     *JSONVs   `json:"vs_baseline"` // null for the baseline arm or without one
 	Flags          []string  `json:"flags"`
 	CDF            []JSONCDF `json:"cdf,omitempty"`
+	// Modes is set when the values form two modes (flag "2 modes").
+	Modes *JSONModes `json:"modes,omitempty"`
+}
+
+// JSONModes is a two-mode cell: each mode, how cleanly they split, and
+// which recorded condition of the samples separates them.
+type JSONModes struct {
+	Low  JSONMode `json:"low"`
+	High JSONMode `json:"high"`
+	// WithinShare is the share of the variance (of the logarithms) left
+	// inside the modes.
+	WithinShare float64 `json:"within_share"`
+	// SeparatedBy is null when no recorded condition separates them.
+	SeparatedBy *JSONModeSeparation `json:"separated_by"`
+	Compared    []string            `json:"compared"`
+	NotRecorded []string            `json:"not_recorded"`
+}
+
+// JSONMode is one mode: its median (the cell's unit) and sample count.
+type JSONMode struct {
+	Median float64 `json:"median"`
+	N      int     `json:"n"`
+}
+
+// JSONModeSeparation is the condition that separates two modes, what it
+// was in each, the share of samples it puts in their own mode and the
+// family-wise p of doing as well by chance.
+type JSONModeSeparation struct {
+	Condition string  `json:"condition"`
+	Low       string  `json:"low"`
+	High      string  `json:"high"`
+	Accuracy  float64 `json:"accuracy"`
+	P         float64 `json:"p"`
+}
+
+func jsonModes(m *Modes) *JSONModes {
+	if m == nil {
+		return nil
+	}
+	j := &JSONModes{Low: JSONMode(m.Low), High: JSONMode(m.High), WithinShare: m.Within,
+		Compared: append([]string{}, m.Tried...), NotRecorded: append([]string{}, m.Unrecorded...)}
+	if s := m.Separated; s != nil {
+		j.SeparatedBy = &JSONModeSeparation{Condition: s.Condition, Low: s.Low, High: s.High, Accuracy: s.Accuracy, P: s.P}
+	}
+	return j
 }
 
 // JSONCI is a confidence interval; Level is the achieved coverage.
@@ -211,7 +256,7 @@ func jsonCell(c *Cell) JSONCell {
 		HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
 		Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
 		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
-		Values: c.Values, Flags: append([]string{}, c.Flags...)}
+		Values: c.Values, Flags: append([]string{}, c.Flags...), Modes: jsonModes(c.Modes)}
 	if c.Ratio != nil && c.Verdict != nil {
 		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI),
 			JSONVerdict: jsonVerdict(c.Verdict, result.Metric{Name: c.Metric, Unit: c.Unit})}

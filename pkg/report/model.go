@@ -175,6 +175,8 @@ type Cell struct {
 	// CDF is the round-trip distribution of the sample closest to the
 	// median (latency tests that recorded one).
 	CDF []result.CDFPoint
+	// Modes is set when the values form two modes (FlagModes).
+	Modes *Modes
 }
 
 // Flag is a run-level warning about the trustworthiness of its numbers.
@@ -409,11 +411,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 	reasons := map[string]bool{}
 	var firstErr string
 	var steal []float64
-	type valued struct {
-		v float64
-		r *result.Result
-	}
-	var vals []valued
+	var vals []sampleOf
 	for _, s := range samples {
 		if s.Result == nil {
 			c.Failed++
@@ -423,7 +421,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 			continue
 		}
 		if v, ok := mt.Get(s.Result); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			vals = append(vals, valued{v, s.Result})
+			vals = append(vals, sampleOf{v, s.Seq, s.Result})
 		} else {
 			reasons[missingReason(s.Result, mt)] = true
 		}
@@ -448,6 +446,9 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 		return c
 	}
 	c.Summary = stats.Summarize(c.Values)
+	if c.Modes = findModes(vals); c.Modes != nil {
+		c.Flags = append(c.Flags, FlagModes)
+	}
 	if c.Summary.CV > NoisyCV {
 		c.Flags = append(c.Flags, "noisy")
 	}

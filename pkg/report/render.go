@@ -290,6 +290,9 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
+	if anyFlag(models, FlagModes) {
+		l += " [2 modes]: the samples form two modes, shown as each mode's median (n=its samples), with a note on what separated them."
+	}
 	if anyFlag(models, "disturbed", "wakeup") {
 		l += fmt.Sprintf(" [N disturbed]: N samples taken while other processes, steal or a slowed spin loop disturbed the machine; [wakeup]: waking a blocked thread on another CPU costs ≥ %.0f%% of the one-way latency.", WakeupShare*100)
 	}

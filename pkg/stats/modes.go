@@ -19,7 +19,11 @@ import (
 //   - the split leaves at most ModeMaxWithin of the variance within the
 //     groups (ModeMaxWithinSmall below 10 values, where chance splits
 //     are cleaner): a unimodal sample's best split leaves about 20–35%,
-//     two tight modes 2.2× apart about 1%.
+//     two tight modes 2.2× apart about 1%;
+//   - the upper mode's median is at least ModeMinRatio times the lower's:
+//     values that fall on a few discrete levels (a histogram's p50, CPU
+//     accounted in ticks) cluster tightly a few percent apart, and that
+//     is not two ways of running.
 //
 // The share is a ratio of variances of logarithms, so it does not depend
 // on the unit or on how noisy the machine was, only on the shape.
@@ -29,7 +33,7 @@ const (
 	ModeMinShare       = 0.2
 	ModeMaxWithin      = 0.10
 	ModeMaxWithinSmall = 0.05
-	ModeGapShare       = 1.0
+	ModeMinRatio       = 1.25
 )
 
 // TwoModes is a sample split into its two modes.
@@ -105,6 +109,9 @@ func FindTwoModes(x []float64) (m TwoModes, ok bool) {
 	sort.Ints(m.Low)
 	sort.Ints(m.High)
 	m.LowMedian, m.HighMedian = Median(pick(x, m.Low)), Median(pick(x, m.High))
+	if m.HighMedian < ModeMinRatio*m.LowMedian {
+		return TwoModes{}, false
+	}
 	return m, true
 }
 

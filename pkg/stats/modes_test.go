@@ -26,6 +26,7 @@ func TestTwoModesKnownCases(t *testing.T) {
 		"constant":             {3, 3, 3, 3, 3, 3, 3},
 		"not all positive":     {0, 0.01, 0, 0.01, 5, 5.1, 5, 5.2},
 		"a wide single spread": {10, 12, 14, 16, 18, 20, 22, 24, 26, 28},
+		"two levels 5% apart":  {4.06, 4.06, 4.26, 4.06, 4.26, 4.06, 4.26, 4.06, 4.06, 4.26},
 	} {
 		if m, ok := FindTwoModes(x); ok {
 			t.Errorf("%s: two modes %+v", name, m)
