@@ -78,6 +78,10 @@ type Table struct {
 	// table that must stay whole.
 	LabelCols int
 	Sizes     []int
+	// Stated marks the label columns whose values the page states
+	// elsewhere (each run's line names its host, distro and kernel): the
+	// terminal, short of width, leaves them out.
+	Stated []bool
 }
 
 func (t Table) right(i int) bool { return i < len(t.Right) && t.Right[i] }
@@ -88,6 +92,9 @@ type TableCell struct {
 	Text  string
 	Flags []string
 	Note  int
+	// Whole keeps the text on one line in a narrow terminal (a sparkline,
+	// whose spaces are runs without a value).
+	Whole bool
 }
 
 // String is the cell as every format prints it: "text [flag, flag]".
@@ -246,6 +253,9 @@ func (d *Document) mainTable(models []*Model, n *notes) []Column {
 		label = []string{"run", "host", "distro", "kernel", "arm"}
 	}
 	d.Main = valueTable(label, cols)
+	if len(models) > 1 {
+		d.Main.Stated = []bool{false, true, true, true, false}
+	}
 	for _, m := range models {
 		h := m.Run.Host
 		for _, arm := range m.Arms {
@@ -325,7 +335,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 	d := &Document{Title: fmt.Sprintf("cnibench compare: run %s against run %s", runLabel(mB.Run), runLabel(mA.Run)),
 		Runs: []DocRun{docRun(mA, "A"), docRun(mB, "B")}, models: []*Model{mA, mB}, compare: rows}
 	d.Main = Table{Header: []string{"arm", "test", "size", "metric", "A median ±CI", "B median ±CI", "Δ (%)", "p", "verdict (B vs A)"},
-		Right: []bool{false, false, true, false, true, true, true, true, false}}
+		Right: []bool{false, false, true, false, true, true, true, true, false}, LabelCols: 4}
 	var n notes
 	for _, r := range rows {
 		// Raw metric units (no Gb/s scaling per column): both runs'
@@ -338,7 +348,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 		} else {
 			better, worse := verdictWords(r.Column.metric.Metric)
 			cells = append(cells, TableCell{Text: fmt.Sprintf("%+.1f", r.Verdict.DeltaPct)},
-				TableCell{Text: stats.FormatP(r.Verdict.Test.P)}, TableCell{Text: r.Verdict.Text(better, worse)})
+				TableCell{Text: stats.FormatP(r.Verdict.Test.P)}, TableCell{Text: r.Verdict.Short(better, worse)})
 		}
 		d.Main.Rows = append(d.Main.Rows, cells)
 	}
