@@ -19,6 +19,10 @@ import (
 type Document struct {
 	// Title names the page (HTML's <title> and heading).
 	Title string
+	// Answers lead the page: one line per comparison, under
+	// AnswerHeading.
+	AnswerHeading string
+	Answers       []Answer
 	// Runs identifies each run and its host, in page order.
 	Runs []DocRun
 	// Main is the results table.
@@ -62,6 +66,15 @@ type DocRun struct {
 	Kind, State       string
 	Started           string // UTC, seconds
 	Host              result.Fingerprint
+	// Complete and Status are the run's state and its status line.
+	Complete bool
+	Status   string
+	// IdleWakeup is the host's idle wake-up penalty in one line ("" when
+	// the run did not measure it).
+	IdleWakeup string
+	// Conditions is how every arm was measured, when that was the same
+	// for all of them (then Arms leave it out); "" otherwise.
+	Conditions string
 	// Arms describes each arm: topology, engine, knobs, how it was measured.
 	Arms []string
 }
@@ -214,6 +227,26 @@ func reportDocument(models []*Model) *Document {
 	if len(models) == 1 {
 		d.Verdicts = verdictSection(models[0])
 	}
+	for _, m := range models {
+		as := reportAnswers(m)
+		if len(as) == 0 {
+			continue
+		}
+		if len(models) > 1 {
+			for i := range as {
+				as[i].Subject = fmt.Sprintf("run %d: %s", m.Run.ID, as[i].Subject)
+			}
+		}
+		d.Answers = append(d.Answers, as...)
+	}
+	if len(d.Answers) > 0 {
+		against := "its run's baseline"
+		if len(models) == 1 {
+			against = models[0].Baseline
+		}
+		d.AnswerHeading = fmt.Sprintf("The answer, each arm against %s (equivalent: the %.0f%% interval of the ratio within %s):",
+			against, stats.EquivLevel*100, stats.MarginText(models[0].Margin))
+	}
 	d.Notes = n.list
 	for i, m := range models {
 		d.Runs = append(d.Runs, docRun(m, ""))
@@ -239,8 +272,29 @@ func reportDocument(models []*Model) *Document {
 
 func docRun(m *Model, tag string) DocRun {
 	r := m.Run
-	return DocRun{Tag: tag, ID: r.ID, Label: runLabel(r), Line: runLine(r), Fingerprint: fingerprintLine(r.Host),
-		Kind: r.Kind, State: runState(r), Started: r.Started.UTC().Format("2006-01-02 15:04:05Z"), Host: r.Host, Arms: armLines(m)}
+	d := DocRun{Tag: tag, ID: r.ID, Label: runLabel(r), Line: runLine(r), Fingerprint: fingerprintLine(r.Host),
+		Kind: r.Kind, State: runState(r), Started: r.Started.UTC().Format("2006-01-02 15:04:05Z"), Host: r.Host,
+		Complete: r.Complete, Status: r.Status, IdleWakeup: idleWakeupText(m.IdleWakeup), Conditions: commonConditions(m)}
+	d.Arms = armLines(m, d.Conditions == "")
+	return d
+}
+
+// commonConditions is how every arm of the run was measured when that is
+// the same for all of them (one calibration, one placement): the page
+// says it once instead of on every arm's line.
+func commonConditions(m *Model) string {
+	common := ""
+	for i, a := range m.Run.Arms {
+		c := m.ArmConditions[a.Name]
+		if c == "" || (i > 0 && c != common) {
+			return ""
+		}
+		common = c
+	}
+	if len(m.Run.Arms) < 2 {
+		return ""
+	}
+	return common
 }
 
 // mainTable lays out the document-shaped table of one run, or of several
@@ -333,7 +387,10 @@ func verdictSection(m *Model) *VerdictSection {
 // against A.
 func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 	d := &Document{Title: fmt.Sprintf("cnibench compare: run %s against run %s", runLabel(mB.Run), runLabel(mA.Run)),
-		Runs: []DocRun{docRun(mA, "A"), docRun(mB, "B")}, models: []*Model{mA, mB}, compare: rows}
+		Runs: []DocRun{docRun(mA, "A"), docRun(mB, "B")}, models: []*Model{mA, mB}, compare: rows,
+		Answers: compareAnswers(rows),
+		AnswerHeading: fmt.Sprintf("The answer, run B against run A for each arm (equivalent: the %.0f%% interval of the ratio within %s):",
+			stats.EquivLevel*100, stats.MarginText(mA.Margin))}
 	d.Main = Table{Header: []string{"arm", "test", "size", "metric", "A median ±CI", "B median ±CI", "Δ (%)", "p", "verdict (B vs A)"},
 		Right: []bool{false, false, true, false, true, true, true, true, false}, LabelCols: 4}
 	var n notes

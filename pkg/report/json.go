@@ -40,6 +40,9 @@ type JSONRun struct {
 	Missing []JSONMissing `json:"missing"`
 	// Stages is CPU by datapath stage, for runs taken with --profile.
 	Stages *stages.Report `json:"stages,omitempty"`
+	// IdleWakeup is the host's idle wake-up penalty, measured once at the
+	// start of the run; absent when the run did not measure it.
+	IdleWakeup *result.IdleWakeup `json:"idle_wakeup,omitempty"`
 }
 
 // JSONArm is one arm's configuration.
@@ -221,7 +224,8 @@ func buildJSON(models []*Model) JSONReport {
 		r := m.Run
 		jr := JSONRun{ID: r.ID, Name: r.Name, Kind: r.Kind, Complete: r.Complete, Status: r.Status,
 			Started: r.Started.UTC(), Shape: m.Shape, Host: r.Host, Labels: nonNilMap(r.Labels),
-			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}, Stages: m.Stages}
+			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}, Stages: m.Stages,
+			IdleWakeup: m.IdleWakeup}
 		if !r.Finished.IsZero() {
 			f := r.Finished.UTC()
 			jr.Finished = &f

@@ -203,6 +203,9 @@ type Model struct {
 	ArmConditions map[string]string
 	// Margin is the equivalence margin the verdicts used (a fraction).
 	Margin float64
+	// IdleWakeup is the host's idle wake-up penalty, measured once at the
+	// start of the run (nil when the run did not measure it).
+	IdleWakeup *result.IdleWakeup
 }
 
 // Cell returns the cell for a key, or nil.
@@ -227,6 +230,12 @@ func (o Options) Analyze(run *store.Run, samples []store.Sample) *Model {
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
 	ss, retaken := splitRetaken(ss)
 	m.ArmConditions = ArmConditions(ss)
+	for _, s := range ss {
+		if c := conditionsOf(s.Result); c != nil && c.IdleWakeup != nil {
+			m.IdleWakeup = c.IdleWakeup
+			break
+		}
+	}
 
 	// Arms in the experiment's order, then any only the samples name.
 	seen := map[string]bool{}

@@ -230,8 +230,9 @@ func runState(r *store.Run) string {
 }
 
 // armLines describes each arm's topology, engine and knobs, and how it was
-// measured (wake-up policy, CPU placement) when the samples recorded it.
-func armLines(m *Model) []string {
+// measured (wake-up policy, CPU placement) when the samples recorded it and
+// withConditions is set.
+func armLines(m *Model, withConditions bool) []string {
 	r := m.Run
 	var out []string
 	for _, a := range r.Arms {
@@ -243,7 +244,7 @@ func armLines(m *Model) []string {
 			}
 			s += ", knobs " + strings.Join(kv, " ")
 		}
-		if c := m.ArmConditions[a.Name]; c != "" {
+		if c := m.ArmConditions[a.Name]; c != "" && withConditions {
 			s += "; " + c
 		}
 		if a.Description != "" {

@@ -11,18 +11,44 @@ import (
 )
 
 // writeText prints the document for a terminal TextWidth columns wide:
-// aligned tables, one per message size where there are several, each
-// fitted to the width (pkg/termtable), and prose wrapped.
+// each run's line, then the answer (one line per comparison), then the
+// hosts and how the arms were measured, then aligned tables, one per
+// message size where there are several, each fitted to the width
+// (pkg/termtable), and prose wrapped.
 func writeText(w io.Writer, d *Document) error {
 	var b strings.Builder
 	for _, r := range d.Runs {
-		prefix, indent := "", "  "
+		prefix := ""
 		if r.Tag != "" {
 			prefix = r.Tag + ": "
-			indent = strings.Repeat(" ", len(prefix))
 		}
-		fmt.Fprintln(&b, termtable.Wrap(prefix+r.Line, TextWidth, indent+"  "))
-		fmt.Fprintln(&b, termtable.Wrap(indent+r.Fingerprint, TextWidth, indent+"  "))
+		fmt.Fprintln(&b, termtable.Wrap(prefix+r.Line, TextWidth, strings.Repeat(" ", len(prefix)+4)))
+	}
+	if len(d.Answers) > 0 {
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, termtable.Wrap(d.AnswerHeading, TextWidth, ""))
+		for _, a := range d.Answers {
+			fmt.Fprintln(&b, termtable.Wrap("  "+a.String(), TextWidth, "      "))
+		}
+	}
+	fmt.Fprintln(&b)
+	for _, r := range d.Runs {
+		// Several runs: each run's details under its tag or id.
+		lead := "  "
+		switch {
+		case r.Tag != "":
+			lead = "  " + r.Tag + ": "
+		case len(d.Runs) > 1:
+			lead = fmt.Sprintf("  run %d: ", r.ID)
+		}
+		indent := strings.Repeat(" ", len(lead))
+		fmt.Fprintln(&b, termtable.Wrap(lead+r.Fingerprint, TextWidth, indent+"  "))
+		if r.IdleWakeup != "" {
+			fmt.Fprintln(&b, termtable.Wrap(indent+r.IdleWakeup, TextWidth, indent+"  "))
+		}
+		if r.Conditions != "" {
+			fmt.Fprintln(&b, termtable.Wrap(indent+"every arm: "+r.Conditions, TextWidth, indent+"  "))
+		}
 		if len(d.Runs) == 1 {
 			for _, l := range r.Arms {
 				fmt.Fprintln(&b, termtable.Wrap("  arm "+l, TextWidth, "      "))

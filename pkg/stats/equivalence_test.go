@@ -99,8 +99,8 @@ func TestJudgeWithinOutcomes(t *testing.T) {
 		want           Outcome
 		short          string
 	}{
-		{"latency 20% up", mul(1.2), false, OutcomeWorse, "slower 20.0% (p=<0.001)"},
-		{"throughput 20% up", mul(1.2), true, OutcomeBetter, "faster 20.0% (p=<0.001)"},
+		{"latency 20% up", mul(1.2), false, OutcomeWorse, "slower 20.0% (p<0.001)"},
+		{"throughput 20% up", mul(1.2), true, OutcomeBetter, "faster 20.0% (p<0.001)"},
 		{"the same", mul(1), false, Equivalent, "equivalent ±5%"},
 		// Significant, and inside the margin: equivalent, the direction kept.
 		{"latency 1.5% up", mul(1.015), false, Equivalent, "equivalent ±5%"},

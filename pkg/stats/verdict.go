@@ -149,13 +149,13 @@ func (v Verdict) Significant() bool { return v.Direction != NoDifference }
 // 90% CI -3.1% to +8.0%; ≈12 more samples per arm would decide it, an
 // estimate)".
 func (v Verdict) Text(better, worse string) string {
-	p := FormatP(v.Test.P)
+	p := PText(v.Test.P)
 	var s string
 	switch v.Outcome {
 	case OutcomeBetter:
-		return fmt.Sprintf("%s by %.1f%% (p=%s)", better, math.Abs(v.DeltaPct), p)
+		return fmt.Sprintf("%s by %.1f%% (%s)", better, math.Abs(v.DeltaPct), p)
 	case OutcomeWorse:
-		return fmt.Sprintf("%s by %.1f%% (p=%s)", worse, math.Abs(v.DeltaPct), p)
+		return fmt.Sprintf("%s by %.1f%% (%s)", worse, math.Abs(v.DeltaPct), p)
 	case Equivalent:
 		s = fmt.Sprintf("equivalent within %s (%s", MarginText(v.Margin), v.ciText())
 		if v.Direction != NoDifference {
@@ -163,11 +163,11 @@ func (v Verdict) Text(better, worse string) string {
 			if v.Direction == Worse {
 				word = worse
 			}
-			s += fmt.Sprintf("; %s by %.1f%%, p=%s", word, math.Abs(v.DeltaPct), p)
+			s += fmt.Sprintf("; %s by %.1f%%, %s", word, math.Abs(v.DeltaPct), p)
 		}
 		return s + ")"
 	}
-	s = "undecided (p=" + p
+	s = "undecided (" + p
 	if v.Ratio.CI.Level > 0 {
 		s += "; " + v.ciText()
 	}
@@ -185,9 +185,9 @@ func (v Verdict) Text(better, worse string) string {
 func (v Verdict) Short(better, worse string) string {
 	switch v.Outcome {
 	case OutcomeBetter:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", better, math.Abs(v.DeltaPct), FormatP(v.Test.P))
+		return fmt.Sprintf("%s %.1f%% (%s)", better, math.Abs(v.DeltaPct), PText(v.Test.P))
 	case OutcomeWorse:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", worse, math.Abs(v.DeltaPct), FormatP(v.Test.P))
+		return fmt.Sprintf("%s %.1f%% (%s)", worse, math.Abs(v.DeltaPct), PText(v.Test.P))
 	case Equivalent:
 		return "equivalent " + MarginText(v.Margin)
 	}
@@ -195,6 +195,25 @@ func (v Verdict) Short(better, worse string) string {
 		return fmt.Sprintf("undecided (≈%d more)", v.MoreSamples)
 	}
 	return "undecided"
+}
+
+// Phrase is the verdict as a report's one-line answer says it: "slower
+// 35.1% (p=0.0022)", "equivalent within ±5%", "undecided (≈12 more
+// samples per arm)".
+func (v Verdict) Phrase(better, worse string) string {
+	switch v.Outcome {
+	case Equivalent:
+		return "equivalent within " + MarginText(v.Margin)
+	case Undecided:
+		switch {
+		case v.MoreSamples == 1:
+			return "undecided (≈1 more sample per arm)"
+		case v.MoreSamples > 1:
+			return fmt.Sprintf("undecided (≈%d more samples per arm)", v.MoreSamples)
+		}
+		return "undecided"
+	}
+	return v.Short(better, worse)
 }
 
 // ciText is the ratio interval as changes: "90% CI -1.2% to +2.0%".
@@ -220,6 +239,14 @@ func MarginText(m float64) string { return fmt.Sprintf("±%g%%", m*100) }
 
 // String is Text("faster", "slower").
 func (v Verdict) String() string { return v.Text("faster", "slower") }
+
+// PText is a p-value as a verdict says it: "p=0.0079", or "p<0.001".
+func PText(p float64) string {
+	if f := FormatP(p); f != "<0.001" {
+		return "p=" + f
+	}
+	return "p<0.001"
+}
 
 // FormatP prints a p-value with two significant digits, "<0.001" below that.
 func FormatP(p float64) string {
