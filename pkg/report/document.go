@@ -247,7 +247,7 @@ func reportDocument(models []*Model) *Document {
 		d.AnswerHeading = fmt.Sprintf("The answer, each arm against %s (equivalent: the %.0f%% interval of the ratio within %s):",
 			against, stats.EquivLevel*100, stats.MarginText(models[0].Margin))
 	}
-	d.Notes = n.list
+	d.Notes = n.List
 	for i, m := range models {
 		d.Runs = append(d.Runs, docRun(m, ""))
 		for _, f := range m.Flags {
@@ -277,6 +277,18 @@ func docRun(m *Model, tag string) DocRun {
 		Complete: r.Complete, Status: r.Status, IdleWakeup: idleWakeupText(m.IdleWakeup), Conditions: commonConditions(m)}
 	d.Arms = armLines(m, d.Conditions == "")
 	return d
+}
+
+// runName names a run's details on a page of several: its side in a
+// comparison ("A") or its id ("run 3"); "" on a page of one run.
+func (d *Document) runName(r DocRun) string {
+	switch {
+	case r.Tag != "":
+		return r.Tag
+	case len(d.Runs) > 1:
+		return fmt.Sprintf("run %d", r.ID)
+	}
+	return ""
 }
 
 // commonConditions is how every arm of the run was measured when that is
@@ -342,12 +354,12 @@ func (m *Model) rowCells(arm string, cols []Column, n *notes) []TableCell {
 	for _, col := range cols {
 		c := m.cell(arm, col)
 		if c == nil || len(c.Values) == 0 {
-			row = append(row, TableCell{Text: "—", Note: n.add(m.missingNote(arm, col))})
+			row = append(row, TableCell{Text: "—", Note: n.Add(m.missingNote(arm, col))})
 			continue
 		}
 		if c.Modes != nil {
 			// The median and its interval describe neither mode.
-			row = append(row, TableCell{Text: modesText(c.Modes, col.Scale), Flags: c.Flags, Note: n.add(modesNote(c, col))})
+			row = append(row, TableCell{Text: modesText(c.Modes, col.Scale), Flags: c.Flags, Note: n.Add(modesNote(c, col))})
 			continue
 		}
 		row = append(row, TableCell{Text: valueText(c, col), Flags: c.Flags})
@@ -401,7 +413,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 			{Text: fmt.Sprintf("%s (%s)", r.Column.metric.Label, displayUnit(r.Column.metric.Unit))},
 			cmpValue(r.A, r.Column, &n), cmpValue(r.B, r.Column, &n)}
 		if r.Verdict == nil {
-			cells = append(cells, TableCell{Text: "—"}, TableCell{Text: "—"}, TableCell{Text: "—", Note: n.add(r.Missing)})
+			cells = append(cells, TableCell{Text: "—"}, TableCell{Text: "—"}, TableCell{Text: "—", Note: n.Add(r.Missing)})
 		} else {
 			better, worse := verdictWords(r.Column.metric.Metric)
 			cells = append(cells, TableCell{Text: fmt.Sprintf("%+.1f", r.Verdict.DeltaPct)},
@@ -409,7 +421,7 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 		}
 		d.Main.Rows = append(d.Main.Rows, cells)
 	}
-	d.Notes = n.list
+	d.Notes = n.List
 	d.Legend = []string{"Verdicts, on the repeats of each cell: " + verdictMethod(mA.Margin) + "; Δ = (median B − median A) / median A."}
 	for i, m := range d.models {
 		for _, f := range m.Flags {
@@ -430,7 +442,7 @@ func cmpValue(c *Cell, col Column, n *notes) TableCell {
 	}
 	if c.Modes != nil {
 		col.Scale, col.Unit = 1, displayUnit(col.metric.Unit)
-		return TableCell{Text: modesText(c.Modes, 1), Flags: c.Flags, Note: n.add(modesNote(c, col))}
+		return TableCell{Text: modesText(c.Modes, 1), Flags: c.Flags, Note: n.Add(modesNote(c, col))}
 	}
 	return TableCell{Text: medianText(c.Summary, 1), Flags: c.Flags}
 }

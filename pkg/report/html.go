@@ -68,11 +68,8 @@ func writeHTML(w io.Writer, d *Document) error {
 	}
 	for _, r := range d.Runs {
 		who := ""
-		switch {
-		case r.Tag != "":
-			who = r.Tag + ": "
-		case len(d.Runs) > 1:
-			who = fmt.Sprintf("run %d: ", r.ID)
+		if name := d.runName(r); name != "" {
+			who = name + ": "
 		}
 		fmt.Fprintf(&b, "<p class=\"fp\">%s%s", esc(who), esc(r.Fingerprint))
 		for _, l := range []string{r.IdleWakeup, conditionsLine(r.Conditions)} {

@@ -38,11 +38,8 @@ func writeMarkdown(w io.Writer, d *Document) error {
 	}
 	for _, r := range d.Runs {
 		who := ""
-		switch {
-		case r.Tag != "":
-			who = "**" + r.Tag + "**: "
-		case !single:
-			who = fmt.Sprintf("**run %d**: ", r.ID)
+		if name := d.runName(r); name != "" {
+			who = "**" + name + "**: "
 		}
 		fmt.Fprintf(&b, "%s%s  \n", who, mdEscape(r.Fingerprint))
 		if r.IdleWakeup != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/termtable"
 )
 
 // Output formats.
@@ -58,23 +59,8 @@ func (o Options) RenderRuns(w io.Writer, format string, in []Input, st []*stages
 	return d.Write(w, format)
 }
 
-// notes numbers distinct footnote texts.
-type notes struct {
-	list []string
-	idx  map[string]int
-}
-
-func (n *notes) add(text string) int {
-	if n.idx == nil {
-		n.idx = map[string]int{}
-	}
-	if i, ok := n.idx[text]; ok {
-		return i
-	}
-	n.list = append(n.list, text)
-	n.idx[text] = len(n.list)
-	return len(n.list)
-}
+// notes numbers the footnotes a page's cells point at.
+type notes = termtable.Footnotes
 
 // valueText formats a cell's value as "median ±CI ×ratio" (its flags are
 // the TableCell's).

@@ -83,14 +83,7 @@ func WriteRunsTable(w io.Writer, runs []store.Run, counts map[int64]int) error {
 			termtable.Words(r.Started.UTC().Format("2006-01-02 15:04")), termtable.Words(state), arms, {fmt.Sprint(counts[r.ID])},
 			termtable.SoftWords(Dash(r.Host.Hostname)), termtable.SoftWords(Dash(r.Host.Kernel))})
 	}
-	var b strings.Builder
-	for i, g := range termtable.Fit(t, TextWidth, termtable.Plain) {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString(g.Draw(termtable.Plain))
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, termtable.Render(t, TextWidth, termtable.Plain))
 	return err
 }
 

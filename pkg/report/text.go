@@ -35,11 +35,8 @@ func writeText(w io.Writer, d *Document) error {
 	for _, r := range d.Runs {
 		// Several runs: each run's details under its tag or id.
 		lead := "  "
-		switch {
-		case r.Tag != "":
-			lead = "  " + r.Tag + ": "
-		case len(d.Runs) > 1:
-			lead = fmt.Sprintf("  run %d: ", r.ID)
+		if name := d.runName(r); name != "" {
+			lead += name + ": "
 		}
 		indent := strings.Repeat(" ", len(lead))
 		fmt.Fprintln(&b, termtable.Wrap(lead+r.Fingerprint, TextWidth, indent+"  "))
@@ -103,9 +100,7 @@ func textTables(b *strings.Builder, t Table) {
 		if part.title != "" {
 			fmt.Fprintln(b, part.title)
 		}
-		for _, g := range termtable.Fit(termCells(part.t), TextWidth, termtable.Boxed) {
-			b.WriteString(g.Draw(termtable.Boxed))
-		}
+		b.WriteString(termtable.Render(termCells(part.t), TextWidth, termtable.Boxed))
 	}
 }
 

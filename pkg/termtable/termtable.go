@@ -350,6 +350,39 @@ func (g Grid) plain() string {
 	return b.String()
 }
 
+// Render fits t to width and draws it: one table, or the tables its
+// columns were dealt into, plain ones a blank line apart.
+func Render(t Table, width int, style Style) string {
+	var b strings.Builder
+	for i, g := range Fit(t, width, style) {
+		if i > 0 && style == Plain {
+			b.WriteString("\n")
+		}
+		b.WriteString(g.Draw(style))
+	}
+	return b.String()
+}
+
+// Footnotes numbers distinct texts from 1, in order of first use: the
+// notes that a table's cells point at ("[3]") and a page lists under it.
+type Footnotes struct {
+	List []string
+	idx  map[string]int
+}
+
+// Add returns text's number, numbering it if it is new.
+func (n *Footnotes) Add(text string) int {
+	if n.idx == nil {
+		n.idx = map[string]int{}
+	}
+	if i, ok := n.idx[text]; ok {
+		return i
+	}
+	n.List = append(n.List, text)
+	n.idx[text] = len(n.List)
+	return len(n.List)
+}
+
 // Wrap breaks s at spaces into lines of at most width columns, the first
 // keeping s's own indentation and the others starting with indent. A word
 // wider than a line stays whole.

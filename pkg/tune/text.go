@@ -85,15 +85,15 @@ func WriteFindings(w io.Writer, fs []Finding, withProfile bool) error {
 	for _, h := range hdr {
 		t.Header = append(t.Header, termtable.Words(h))
 	}
-	var notes, sources footnotes
+	var notes, sources termtable.Footnotes
 	for _, f := range fs {
 		status := termtable.Words(string(f.Status))
 		if f.Status != StatusOK && f.Why != "" {
-			status = append(status, fmt.Sprintf("[%d]", notes.add(f.Why)))
+			status = append(status, fmt.Sprintf("[%d]", notes.Add(f.Why)))
 		}
 		rec := termtable.SoftWords(dash(f.Recommended))
 		if f.Source != "" {
-			rec = append(rec, "["+sourceKey(sources.add(f.Source))+"]")
+			rec = append(rec, "["+sourceKey(sources.Add(f.Source))+"]")
 		}
 		row := []termtable.Cell{{f.Knob}, termtable.SoftWords(dash(nsTarget(f.Netns, f.Target))), termtable.SoftWords(dash(f.Current)),
 			rec, status}
@@ -106,38 +106,20 @@ func WriteFindings(w io.Writer, fs []Finding, withProfile bool) error {
 		return err
 	}
 	var b strings.Builder
-	if len(sources.list) > 0 {
+	if len(sources.List) > 0 {
 		b.WriteString("\nSources:\n")
-		for i, s := range sources.list {
+		for i, s := range sources.List {
 			fmt.Fprintln(&b, termtable.Wrap(fmt.Sprintf("  [%s] %s", sourceKey(i+1), s), AuditWidth, "      "))
 		}
 	}
-	if len(notes.list) > 0 {
+	if len(notes.List) > 0 {
 		b.WriteString("\nNotes:\n")
-		for i, n := range notes.list {
+		for i, n := range notes.List {
 			fmt.Fprintln(&b, termtable.Wrap(fmt.Sprintf("  [%d] %s", i+1, n), AuditWidth, "      "))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// footnotes numbers distinct texts from 1, in order of first use.
-type footnotes struct {
-	list []string
-	idx  map[string]int
-}
-
-func (n *footnotes) add(text string) int {
-	if n.idx == nil {
-		n.idx = map[string]int{}
-	}
-	if i, ok := n.idx[text]; ok {
-		return i
-	}
-	n.list = append(n.list, text)
-	n.idx[text] = len(n.list)
-	return len(n.list)
 }
 
 // sourceKey names the i-th source (from 1): a, b, …, z, aa, ab, …
@@ -300,16 +282,8 @@ func WriteKnobs(w io.Writer, rows []KnobRow, markdown bool) error {
 }
 
 // writePlain prints a table fitted to width, borderless, as tabwriter
-// would print it; tables it had to deal the columns into are one blank
-// line apart.
+// would print it.
 func writePlain(w io.Writer, t termtable.Table, width int) error {
-	var b strings.Builder
-	for i, g := range termtable.Fit(t, width, termtable.Plain) {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString(g.Draw(termtable.Plain))
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, termtable.Render(t, width, termtable.Plain))
 	return err
 }
