@@ -277,7 +277,7 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
-	if anyFlag(models, FlagModes) {
+	if shownFlag(models, cols, FlagModes) {
 		l += " [2 modes]: the samples form two modes, shown as each mode's median (n=its samples), with a note on what separated them."
 	}
 	if anyFlag(models, "disturbed", "wakeup") {
@@ -294,6 +294,21 @@ func legend(models []*Model, cols []Column) []string {
 		}
 	}
 	return out
+}
+
+// shownFlag reports whether a cell of the table's columns carries flag:
+// the legend explains what the table shows, not what only JSON has.
+func shownFlag(models []*Model, cols []Column, flag string) bool {
+	for _, m := range models {
+		for _, col := range cols {
+			for _, arm := range m.Arms {
+				if c := m.cell(arm, col); c != nil && contains(c.Flags, flag) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func uniq(s []string) []string {
