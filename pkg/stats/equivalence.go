@@ -176,18 +176,33 @@ func moreSamples(ci RatioCI, na, nb int, margin float64) int {
 	lo, hi := f(ci.CI.Low), f(ci.CI.High)
 	c, h := (lo+hi)/2, (hi-lo)/2
 	best := -1
+	// The half-width after k more samples per arm shrinks monotonically
+	// in k, so the fewest that reach a target are found by bisection.
+	shrink := func(k int) float64 {
+		return math.Sqrt((1/float64(na+k) + 1/float64(nb+k)) / (1/float64(na) + 1/float64(nb)))
+	}
 	try := func(target float64, minP bool) {
-		if target <= 0 {
+		if target <= 0 || h*shrink(maxMoreSamples) > target {
 			return
 		}
-		for k := 1; k <= maxMoreSamples; k++ {
-			shrink := math.Sqrt((1/float64(na+k) + 1/float64(nb+k)) / (1/float64(na) + 1/float64(nb)))
-			if h*shrink <= target && (!minP || MinP(na+k, nb+k) <= Alpha) {
-				if best < 0 || k < best {
-					best = k
-				}
-				return
+		lo, hi := 0, maxMoreSamples // h·shrink(hi) reaches the target, h·shrink(lo) may not
+		for lo < hi-1 {
+			mid := (lo + hi) / 2
+			if h*shrink(mid) <= target {
+				hi = mid
+			} else {
+				lo = mid
 			}
+		}
+		k := hi
+		if h <= target {
+			k = 1
+		}
+		for minP && MinP(na+k, nb+k) > Alpha && k < maxMoreSamples {
+			k++ // a few at most: 4+4 samples already reach p = 0.029
+		}
+		if best < 0 || k < best {
+			best = k
 		}
 	}
 	try(math.Min(c-f(1-margin), f(1+margin)-c), false)
