@@ -57,7 +57,8 @@ func TestCompareStages(t *testing.T) {
 	}
 	for _, want := range []string{"CPU by datapath stage, each arm of B against itself in A", "A = before, B = after",
 		"B/vxlan costs 30 CPU-µs per transaction more than A/vxlan", "encap +30"} {
-		if !strings.Contains(out, want) {
+		// Prose is wrapped at 100 columns: look at it unwrapped.
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 			t.Errorf("compare output lacks %q:\n%s", want, out)
 		}
 	}

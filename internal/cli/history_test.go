@@ -16,7 +16,7 @@ func TestHistoryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "12 stored runs") || !strings.Contains(out, "kernel 6.1.0 → 6.18.4") || !strings.Contains(out, "│") ||
-		!strings.Contains(out, "slower by") {
+		!strings.Contains(out, "(slower") {
 		t.Errorf("history:\n%s", out)
 	}
 	out, err = runCLI(t, "history", "nightly", "--db", db, "--format", "json", "--last", "9")

@@ -47,8 +47,14 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
   cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases`
 	addDBFlag(cmd, &c.DBPath)
 	cmd.Flags().StringVar(&c.Baseline, "baseline", "", "compare every arm with this one instead of the run's baseline (ratios and verdicts)")
+	addMarginFlag(cmd, &c.Margin)
 	addOutputFlags(cmd, &c.Format, &c.Output, report.Formats)
 	return cmd
+}
+
+// addMarginFlag adds --margin, the verdicts' equivalence margin.
+func addMarginFlag(cmd *cobra.Command, margin *string) {
+	cmd.Flags().StringVar(margin, "margin", "5%", "call two arms equivalent when the 90% interval of their ratio lies within ±this")
 }
 
 // addOutputFlags adds --format (one of formats, the first the default) and --output.
@@ -67,7 +73,9 @@ func newCompareCmd() *cobra.Command {
 		})
 	cmd.Long = `For every arm, test and message size measured in both runs, print both medians,
 the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
-a verdict: faster/slower by X% when p < 0.05, "no significant difference" otherwise.
+a verdict: "equivalent within ±5%" when the 90% interval of B/A lies within the
+margin (--margin), else faster/slower by X% when p < 0.05, else "undecided" with
+an estimate of how many more samples per arm would decide it.
 A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
 REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
 one interleaved run, which a drifting machine affects alike (the better gate).`
@@ -78,6 +86,7 @@ one interleaved run, which a drifting machine affects alike (the better gate).`
 	}
 	cmd.Flags().StringVar(&c.FailOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&c.JUnit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
+	addMarginFlag(cmd, &c.Margin)
 	addDBFlag(cmd, &c.DBPath)
 	addOutputFlags(cmd, &c.Format, &c.Output, report.CompareFormats)
 	return cmd

@@ -103,11 +103,21 @@ func TestCompareCommand(t *testing.T) {
 			host = l
 		}
 	}
-	if !strings.Contains(vx, "faster by 22.7% (p=0.0079)") {
+	if !strings.Contains(vx, "faster 22.7%") {
 		t.Errorf("vxlan row %q", vx)
 	}
-	if !strings.Contains(host, "no significant difference") {
+	// host is the same in both runs: equivalent within the default ±5%,
+	// undecided within ±1% (the 90% interval spans about ±3%).
+	if !strings.Contains(host, "equivalent ±5%") {
 		t.Errorf("host row %q", host)
+	}
+	out, err = runCLI(t, "compare", "first", "second", "--db", db, "--margin", "1%")
+	if err != nil || !strings.Contains(out, "undecided") || !strings.Contains(out, "equivalent ±1%: the 90% interval") ||
+		strings.Contains(out, "│ equivalent") {
+		t.Errorf("compare --margin 1%%: %v\n%s", err, out)
+	}
+	if _, err := runCLI(t, "report", "first", "--db", db, "--margin", "-3%"); err == nil || ExitCode(err) != 2 {
+		t.Errorf("report --margin -3%%: %v", err)
 	}
 	out, err = runCLI(t, "compare", "first", "second", "--db", db, "--format", "json")
 	if err != nil || !strings.Contains(out, `"schema": "cnibench.compare/v1"`) {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,33 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	if !strings.Contains(dom, "Debian GNU/Linux 12") {
 		t.Error("the rendered page lacks the host table")
+	}
+}
+
+// The page leads with the answer: rendered 1280 px wide, as a laptop's
+// browser shows it, the answer and the results table start within the
+// first screen (900 px). A copy of the page gets a script that writes
+// where Chromium laid them out into the DOM it dumps; the report itself
+// stays script-free.
+func TestHTMLAnswerOnTheFirstScreen(t *testing.T) {
+	run, ss := ciliumRun(3, ubuntu20, 1)
+	page := string(render(t, FormatHTML, Input{run, ss}))
+	probe := `<script>for (const id of ["answer", "results"]) {
+  const e = document.getElementById(id);
+  document.body.setAttribute("data-top-" + id, e ? Math.round(e.getBoundingClientRect().top) : -1);
+}</script>`
+	dom, console := headless(t, []byte(strings.Replace(page, "</body>", probe+"</body>", 1)))
+	if len(console) > 0 {
+		t.Errorf("console:\n%s", strings.Join(console, "\n"))
+	}
+	for _, id := range []string{"answer", "results"} {
+		m := regexp.MustCompile(`data-top-` + id + `="(-?\d+)"`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatalf("no position for #%s in the DOM", id)
+		}
+		top, _ := strconv.Atoi(m[1])
+		if top < 0 || top > 900 {
+			t.Errorf("#%s starts at %d px: below the first screen (900 px)", id, top)
+		}
 	}
 }

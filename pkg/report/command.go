@@ -24,6 +24,20 @@ type ReportCommand struct {
 	Baseline string   // "" = each run's own baseline arm
 	Format   string   // one of Formats
 	Output   string   // "" or "-" = stdout
+	// Margin is the equivalence margin as given ("5%"); "" = the default.
+	Margin string
+}
+
+// options checks the margin into the Options the verdicts use.
+func options(margin string) (Options, error) {
+	if margin == "" {
+		return Options{}, nil
+	}
+	m, err := ParseMargin(margin)
+	if err != nil {
+		return Options{}, errkind.Wrap(ErrInvalid, err)
+	}
+	return Options{Margin: m}, nil
 }
 
 // Run renders the runs side by side, with their CPU by stage when profiled.
@@ -32,6 +46,10 @@ type ReportCommand struct {
 func (c ReportCommand) Run(stdout io.Writer) error {
 	if !ValidFormat(c.Format) {
 		return errkind.Errorf(ErrInvalid, "unknown --format %q; use one of %s", c.Format, strings.Join(Formats, ", "))
+	}
+	opts, err := options(c.Margin)
+	if err != nil {
+		return err
 	}
 	src := store.NewSources(c.DBPath)
 	defer src.Close()
@@ -54,7 +72,7 @@ func (c ReportCommand) Run(stdout io.Writer) error {
 		in = append(in, Input{Run: l.Run, Samples: l.Samples})
 		sts = append(sts, st)
 	}
-	return WriteFile(stdout, c.Output, func(w io.Writer) error { return RenderRunsStages(w, c.Format, in, sts) })
+	return WriteFile(stdout, c.Output, func(w io.Writer) error { return opts.RenderRuns(w, c.Format, in, sts) })
 }
 
 // CompareCommand is `cnibench compare` as given.
@@ -66,6 +84,10 @@ type CompareCommand struct {
 	// FailOn is the regression gate's rules ("" = no gate); JUnit, with
 	// FailOn, also gets the gate's cells as JUnit XML.
 	FailOn, JUnit string
+	// Margin is the verdicts' equivalence margin as given ("5%"); "" =
+	// the default. The gate does not read it: it fails on significance
+	// and its own thresholds.
+	Margin string
 }
 
 // Gate checks the gate flags: nil without --fail-on.
@@ -93,6 +115,10 @@ func (c CompareCommand) Run(stdout, log io.Writer) error {
 	if !ValidCompareFormat(c.Format) {
 		return errkind.Errorf(ErrInvalid, "unknown --format %q for compare; use one of %s", c.Format, strings.Join(CompareFormats, ", "))
 	}
+	opts, err := options(c.Margin)
+	if err != nil {
+		return err
+	}
 	src := store.NewSources(c.DBPath)
 	defer src.Close()
 	a, err := src.Load(c.A)
@@ -108,7 +134,7 @@ func (c CompareCommand) Run(stdout, log io.Writer) error {
 		gate.AddMetrics(a.Run)
 		gate.AddMetrics(b.Run)
 	}
-	if err := WriteFile(stdout, c.Output, func(w io.Writer) error { return CompareLoaded(w, c.Format, a, b) }); err != nil || gate == nil {
+	if err := WriteFile(stdout, c.Output, func(w io.Writer) error { return opts.CompareLoaded(w, c.Format, a, b) }); err != nil || gate == nil {
 		return err
 	}
 	return gate.Apply(stdout, log, c.JUnit, a, b)

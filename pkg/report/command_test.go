@@ -45,6 +45,8 @@ func TestCommandsRefuseBadOptions(t *testing.T) {
 		{"compare format", CompareCommand{DBPath: db, A: "last", B: "last", Format: "pdf"}.Run(&out, &log), ErrInvalid},
 		{"compare junit without gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, JUnit: "x.xml"}.Run(&out, &log), ErrInvalid},
 		{"compare bad gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, FailOn: "worse"}.Run(&out, &log), ErrInvalid},
+		{"report margin", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Margin: "0%"}.Run(&out), ErrInvalid},
+		{"compare margin", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, Margin: "five"}.Run(&out, &log), ErrInvalid},
 		{"compare no arm", CompareCommand{DBPath: db, A: "last@host", B: "last@nope", Format: FormatTable}.Run(&out, &log), store.ErrNoSuchArm},
 		{"history format", HistoryCommand{DBPath: db, Experiment: "x", Format: "csv"}.Run(&out, &log), ErrInvalid},
 		{"history last", HistoryCommand{DBPath: db, Experiment: "x", Format: FormatTable, Last: -1}.Run(&out, &log), ErrInvalid},

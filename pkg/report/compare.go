@@ -20,9 +20,14 @@ type ComparisonRow struct {
 	Missing   string         // why there is no verdict
 }
 
-// Comparison matches two runs cell by cell. Verdicts are B relative to A.
+// Comparison is Options{}.Comparison.
 func Comparison(runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (rows []ComparisonRow, mA, mB *Model) {
-	mA, mB = Analyze(runA, samplesA), Analyze(runB, samplesB)
+	return Options{}.Comparison(runA, samplesA, runB, samplesB)
+}
+
+// Comparison matches two runs cell by cell. Verdicts are B relative to A.
+func (o Options) Comparison(runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (rows []ComparisonRow, mA, mB *Model) {
+	mA, mB = o.Analyze(runA, samplesA), o.Analyze(runB, samplesB)
 	inB := map[string]bool{}
 	for _, a := range mB.Arms {
 		inB[a] = true
@@ -51,7 +56,7 @@ func Comparison(runA *store.Run, samplesA []store.Sample, runB *store.Run, sampl
 			case cb == nil || len(cb.Values) == 0:
 				row.Missing = "B: " + mB.missingNote(arm, col)
 			default:
-				v := stats.Judge(ca.Values, cb.Values, col.metric.HigherIsBetter)
+				v := o.judge(ca.Values, cb.Values, col.metric.HigherIsBetter)
 				row.Verdict = &v
 			}
 			rows = append(rows, row)
@@ -72,7 +77,7 @@ var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
 // CompareFormat is Compare in format table, markdown or json.
 func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) error {
-	d, err := newComparison(format, runA, samplesA, runB, samplesB)
+	d, err := Options{}.newComparison(format, runA, samplesA, runB, samplesB)
 	if err != nil {
 		return err
 	}
@@ -81,11 +86,11 @@ func CompareFormat(w io.Writer, format string, runA *store.Run, samplesA []store
 
 // newComparison is compare's document of run B against run A, once format
 // is known to be one compare prints and the runs share a compared cell.
-func newComparison(format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (*Document, error) {
+func (o Options) newComparison(format string, runA *store.Run, samplesA []store.Sample, runB *store.Run, samplesB []store.Sample) (*Document, error) {
 	if !ValidCompareFormat(format) {
 		return nil, fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
 	}
-	rows, mA, mB := Comparison(runA, samplesA, runB, samplesB)
+	rows, mA, mB := o.Comparison(runA, samplesA, runB, samplesB)
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}

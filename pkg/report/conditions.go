@@ -177,16 +177,21 @@ func conditionFlags(m *Model, used, retaken []store.Sample) []Flag {
 			}
 		}
 	}
+	how := "a pipe ping-pong between two pinned threads, calibrated at the start of the run"
 	for _, s := range used {
 		if c := conditionsOf(s.Result); c != nil && c.IdleWakeupUs != nil {
 			cost = *c.IdleWakeupUs
+			if c.IdleWakeup != nil {
+				// Newer runs measure it on the real path: the header says how.
+				how = "the host's idle wake-up penalty in the header"
+			}
 			break
 		}
 	}
 	if wake > 0 {
 		flags = append(flags, Flag{"wakeup", fmt.Sprintf(
-			"%s with a one-way latency at most %.0f× what waking a blocked thread on another CPU costs here with no policy (%.1f µs one way: a pipe ping-pong between two pinned threads, calibrated at the start of the run): most of it is the host's wake-up path, not the datapath; compare arms on the same policy, or try --wakeup spin or hold",
-			cells(wake), 1/WakeupShare, cost)})
+			"%s with a one-way latency at most %.0f× what waking a blocked thread on another CPU costs here with no policy (%.1f µs one way: %s): most of it is the host's wake-up path, not the datapath; compare arms on the same policy, or try --wakeup spin or hold",
+			cells(wake), 1/WakeupShare, cost, how)})
 	}
 	return flags
 }

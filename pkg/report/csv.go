@@ -12,7 +12,7 @@ import (
 // missing_reason), never zeros.
 var CSVHeader = []string{"run_id", "run_name", "host", "kernel", "arm", "test", "msg_size_bytes", "metric", "unit",
 	"median", "ci_low", "ci_high", "ci_level", "n", "failed", "mean", "stddev", "cv",
-	"ratio", "ratio_ci_low", "ratio_ci_high", "p_vs_baseline", "verdict", "flags", "missing_reason"}
+	"ratio", "ratio_ci_low", "ratio_ci_high", "p_vs_baseline", "verdict", "flags", "missing_reason", "outcome"}
 
 func csvNum(p *float64) string {
 	if p == nil {
@@ -45,6 +45,7 @@ func writeCSV(w io.Writer, models []*Model) error {
 					csvNum(j.Mean), csvNum(j.Stddev), csvNum(j.CV)})
 				if v := j.VsBaseline; v != nil {
 					copy(row[18:], []string{csvNum(v.Ratio), csvNum(v.RatioCI.Low), csvNum(v.RatioCI.High), csvNum(v.P), v.Verdict})
+					row[25] = v.Outcome
 				}
 				row[23] = strings.Join(j.Flags, ";")
 			}

@@ -19,6 +19,10 @@ import (
 type Document struct {
 	// Title names the page (HTML's <title> and heading).
 	Title string
+	// Answers lead the page: one line per comparison, under
+	// AnswerHeading.
+	AnswerHeading string
+	Answers       []Answer
 	// Runs identifies each run and its host, in page order.
 	Runs []DocRun
 	// Main is the results table.
@@ -62,6 +66,15 @@ type DocRun struct {
 	Kind, State       string
 	Started           string // UTC, seconds
 	Host              result.Fingerprint
+	// Complete and Status are the run's state and its status line.
+	Complete bool
+	Status   string
+	// IdleWakeup is the host's idle wake-up penalty in one line ("" when
+	// the run did not measure it).
+	IdleWakeup string
+	// Conditions is how every arm was measured, when that was the same
+	// for all of them (then Arms leave it out); "" otherwise.
+	Conditions string
 	// Arms describes each arm: topology, engine, knobs, how it was measured.
 	Arms []string
 }
@@ -78,6 +91,10 @@ type Table struct {
 	// table that must stay whole.
 	LabelCols int
 	Sizes     []int
+	// Stated marks the label columns whose values the page states
+	// elsewhere (each run's line names its host, distro and kernel): the
+	// terminal, short of width, leaves them out.
+	Stated []bool
 }
 
 func (t Table) right(i int) bool { return i < len(t.Right) && t.Right[i] }
@@ -88,6 +105,9 @@ type TableCell struct {
 	Text  string
 	Flags []string
 	Note  int
+	// Whole keeps the text on one line in a narrow terminal (a sparkline,
+	// whose spaces are runs without a value).
+	Whole bool
 }
 
 // String is the cell as every format prints it: "text [flag, flag]".
@@ -167,19 +187,28 @@ type CDFSeries struct {
 	Pts   []result.CDFPoint
 }
 
-// verdictMethod is how the verdict tables test.
-var verdictMethod = fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g; n.s. = no significant difference", stats.Alpha)
+// verdictMethod is how the verdict tables decide, for a margin.
+func verdictMethod(margin float64) string {
+	return fmt.Sprintf("equivalent %s: the %.0f%% interval of the ratio lies within the margin (two one-sided tests); "+
+		"faster/slower: Mann–Whitney U, two-sided, α=%.2g; undecided: neither, ≈N more = samples per arm estimated to decide it",
+		stats.MarginText(margin), stats.EquivLevel*100, stats.Alpha)
+}
+
+// NewDocument is Options{}.NewDocument.
+func NewDocument(in []Input, st []*stages.Report) (*Document, error) {
+	return Options{}.NewDocument(in, st)
+}
 
 // NewDocument analyses each run and lays out its report: one run, or
 // several side by side. st[i] is run i's CPU by stage (nil, or a nil
 // entry, for runs taken without --profile).
-func NewDocument(in []Input, st []*stages.Report) (*Document, error) {
+func (o Options) NewDocument(in []Input, st []*stages.Report) (*Document, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("report: no run given")
 	}
 	models := make([]*Model, len(in))
 	for i, x := range in {
-		models[i] = Analyze(x.Run, x.Samples)
+		models[i] = o.Analyze(x.Run, x.Samples)
 		if i < len(st) {
 			models[i].Stages = st[i]
 		}
@@ -198,7 +227,27 @@ func reportDocument(models []*Model) *Document {
 	if len(models) == 1 {
 		d.Verdicts = verdictSection(models[0])
 	}
-	d.Notes = n.list
+	for _, m := range models {
+		as := reportAnswers(m)
+		if len(as) == 0 {
+			continue
+		}
+		if len(models) > 1 {
+			for i := range as {
+				as[i].Subject = fmt.Sprintf("run %d: %s", m.Run.ID, as[i].Subject)
+			}
+		}
+		d.Answers = append(d.Answers, as...)
+	}
+	if len(d.Answers) > 0 {
+		against := "its run's baseline"
+		if len(models) == 1 {
+			against = models[0].Baseline
+		}
+		d.AnswerHeading = fmt.Sprintf("The answer, each arm against %s (equivalent: the %.0f%% interval of the ratio within %s):",
+			against, stats.EquivLevel*100, stats.MarginText(models[0].Margin))
+	}
+	d.Notes = n.List
 	for i, m := range models {
 		d.Runs = append(d.Runs, docRun(m, ""))
 		for _, f := range m.Flags {
@@ -223,8 +272,41 @@ func reportDocument(models []*Model) *Document {
 
 func docRun(m *Model, tag string) DocRun {
 	r := m.Run
-	return DocRun{Tag: tag, ID: r.ID, Label: runLabel(r), Line: runLine(r), Fingerprint: fingerprintLine(r.Host),
-		Kind: r.Kind, State: runState(r), Started: r.Started.UTC().Format("2006-01-02 15:04:05Z"), Host: r.Host, Arms: armLines(m)}
+	d := DocRun{Tag: tag, ID: r.ID, Label: runLabel(r), Line: runLine(r), Fingerprint: fingerprintLine(r.Host),
+		Kind: r.Kind, State: runState(r), Started: r.Started.UTC().Format("2006-01-02 15:04:05Z"), Host: r.Host,
+		Complete: r.Complete, Status: r.Status, IdleWakeup: idleWakeupText(m.IdleWakeup), Conditions: commonConditions(m)}
+	d.Arms = armLines(m, d.Conditions == "")
+	return d
+}
+
+// runName names a run's details on a page of several: its side in a
+// comparison ("A") or its id ("run 3"); "" on a page of one run.
+func (d *Document) runName(r DocRun) string {
+	switch {
+	case r.Tag != "":
+		return r.Tag
+	case len(d.Runs) > 1:
+		return fmt.Sprintf("run %d", r.ID)
+	}
+	return ""
+}
+
+// commonConditions is how every arm of the run was measured when that is
+// the same for all of them (one calibration, one placement): the page
+// says it once instead of on every arm's line.
+func commonConditions(m *Model) string {
+	common := ""
+	for i, a := range m.Run.Arms {
+		c := m.ArmConditions[a.Name]
+		if c == "" || (i > 0 && c != common) {
+			return ""
+		}
+		common = c
+	}
+	if len(m.Run.Arms) < 2 {
+		return ""
+	}
+	return common
 }
 
 // mainTable lays out the document-shaped table of one run, or of several
@@ -237,6 +319,9 @@ func (d *Document) mainTable(models []*Model, n *notes) []Column {
 		label = []string{"run", "host", "distro", "kernel", "arm"}
 	}
 	d.Main = valueTable(label, cols)
+	if len(models) > 1 {
+		d.Main.Stated = []bool{false, true, true, true, false}
+	}
 	for _, m := range models {
 		h := m.Run.Host
 		for _, arm := range m.Arms {
@@ -269,7 +354,12 @@ func (m *Model) rowCells(arm string, cols []Column, n *notes) []TableCell {
 	for _, col := range cols {
 		c := m.cell(arm, col)
 		if c == nil || len(c.Values) == 0 {
-			row = append(row, TableCell{Text: "—", Note: n.add(m.missingNote(arm, col))})
+			row = append(row, TableCell{Text: "—", Note: n.Add(m.missingNote(arm, col))})
+			continue
+		}
+		if c.Modes != nil {
+			// The median and its interval describe neither mode.
+			row = append(row, TableCell{Text: modesText(c.Modes, col.Scale), Flags: c.Flags, Note: n.Add(modesNote(c, col))})
 			continue
 		}
 		row = append(row, TableCell{Text: valueText(c, col), Flags: c.Flags})
@@ -283,7 +373,7 @@ func verdictSection(m *Model) *VerdictSection {
 	if m.Baseline == "" || len(m.Arms) < 2 {
 		return nil
 	}
-	v := &VerdictSection{Baseline: m.Baseline, Method: verdictMethod, Table: valueTable([]string{"vs " + m.Baseline}, m.Columns),
+	v := &VerdictSection{Baseline: m.Baseline, Method: verdictMethod(m.Margin), Table: valueTable([]string{"vs " + m.Baseline}, m.Columns),
 		Notes: verdictNotes(m)}
 	for _, arm := range m.Arms {
 		if arm == m.Baseline {
@@ -296,7 +386,8 @@ func verdictSection(m *Model) *VerdictSection {
 				row = append(row, TableCell{Text: "—"})
 				continue
 			}
-			row = append(row, TableCell{Text: shortVerdict(*c.Verdict, col.metric)})
+			better, worse := verdictWords(col.metric.Metric)
+			row = append(row, TableCell{Text: c.Verdict.Short(better, worse)})
 		}
 		v.Table.Rows = append(v.Table.Rows, row)
 	}
@@ -308,27 +399,30 @@ func verdictSection(m *Model) *VerdictSection {
 // against A.
 func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 	d := &Document{Title: fmt.Sprintf("cnibench compare: run %s against run %s", runLabel(mB.Run), runLabel(mA.Run)),
-		Runs: []DocRun{docRun(mA, "A"), docRun(mB, "B")}, models: []*Model{mA, mB}, compare: rows}
+		Runs: []DocRun{docRun(mA, "A"), docRun(mB, "B")}, models: []*Model{mA, mB}, compare: rows,
+		Answers: compareAnswers(rows),
+		AnswerHeading: fmt.Sprintf("The answer, run B against run A for each arm (equivalent: the %.0f%% interval of the ratio within %s):",
+			stats.EquivLevel*100, stats.MarginText(mA.Margin))}
 	d.Main = Table{Header: []string{"arm", "test", "size", "metric", "A median ±CI", "B median ±CI", "Δ (%)", "p", "verdict (B vs A)"},
-		Right: []bool{false, false, true, false, true, true, true, true, false}}
+		Right: []bool{false, false, true, false, true, true, true, true, false}, LabelCols: 4}
 	var n notes
 	for _, r := range rows {
 		// Raw metric units (no Gb/s scaling per column): both runs'
 		// values sit in one column.
 		cells := []TableCell{{Text: r.Arm}, {Text: r.Test}, {Text: FormatSize(r.Size)},
 			{Text: fmt.Sprintf("%s (%s)", r.Column.metric.Label, displayUnit(r.Column.metric.Unit))},
-			cmpValue(r.A), cmpValue(r.B)}
+			cmpValue(r.A, r.Column, &n), cmpValue(r.B, r.Column, &n)}
 		if r.Verdict == nil {
-			cells = append(cells, TableCell{Text: "—"}, TableCell{Text: "—"}, TableCell{Text: "—", Note: n.add(r.Missing)})
+			cells = append(cells, TableCell{Text: "—"}, TableCell{Text: "—"}, TableCell{Text: "—", Note: n.Add(r.Missing)})
 		} else {
 			better, worse := verdictWords(r.Column.metric.Metric)
 			cells = append(cells, TableCell{Text: fmt.Sprintf("%+.1f", r.Verdict.DeltaPct)},
-				TableCell{Text: stats.FormatP(r.Verdict.Test.P)}, TableCell{Text: r.Verdict.Text(better, worse)})
+				TableCell{Text: stats.FormatP(r.Verdict.Test.P)}, TableCell{Text: r.Verdict.Short(better, worse)})
 		}
 		d.Main.Rows = append(d.Main.Rows, cells)
 	}
-	d.Notes = n.list
-	d.Legend = []string{fmt.Sprintf("Mann–Whitney U, two-sided, α=%.2g, on the repeats of each cell; Δ = (median B − median A) / median A.", stats.Alpha)}
+	d.Notes = n.List
+	d.Legend = []string{"Verdicts, on the repeats of each cell: " + verdictMethod(mA.Margin) + "; Δ = (median B − median A) / median A."}
 	for i, m := range d.models {
 		for _, f := range m.Flags {
 			d.Warnings = append(d.Warnings, Warning{i, d.Runs[i].Tag + ": " + f.Message})
@@ -340,10 +434,15 @@ func compareDocument(rows []ComparisonRow, mA, mB *Model) *Document {
 	return d
 }
 
-// cmpValue is a compared cell: its median ±CI in the metric's own unit.
-func cmpValue(c *Cell) TableCell {
+// cmpValue is a compared cell: its median ±CI in the metric's own unit,
+// or its two modes with a note.
+func cmpValue(c *Cell, col Column, n *notes) TableCell {
 	if c == nil || len(c.Values) == 0 {
 		return TableCell{Text: "—"}
+	}
+	if c.Modes != nil {
+		col.Scale, col.Unit = 1, displayUnit(col.metric.Unit)
+		return TableCell{Text: modesText(c.Modes, 1), Flags: c.Flags, Note: n.Add(modesNote(c, col))}
 	}
 	return TableCell{Text: medianText(c.Summary, 1), Flags: c.Flags}
 }

@@ -209,3 +209,24 @@ func TestGateAddMetrics(t *testing.T) {
 		t.Errorf("rtt_p50_us rows: %d, unused rules %+v", found, g.Unused(rows))
 	}
 }
+
+// The gate keeps its meaning with equivalence verdicts: it reads the
+// Mann–Whitney direction and its own threshold, not the margin. A
+// significant 1.5% slowdown is "equivalent within ±5%" in the verdict, and
+// still fails 'slower>1%'; the margin changes the verdict, never the gate.
+func TestGateIgnoresTheMargin(t *testing.T) {
+	base := []float64{10, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98, 10.03}
+	strict, _ := ParseGate("slower>1%")
+	loose, _ := ParseGate("slower>2%")
+	for _, margin := range []float64{0.005, 0.05, 0.5} {
+		v := stats.JudgeWithin(base, scaled(base, 1.015), false, margin)
+		row := ComparisonRow{Arm: "x", Test: "tcp_lat", Size: 1, Column: Column{Test: "tcp_lat", Size: 1, metric: mOneWay},
+			A: &Cell{Values: base}, B: &Cell{Values: scaled(base, 1.015)}, Verdict: &v}
+		if !strict.Fails(row) || loose.Fails(row) {
+			t.Errorf("margin ±%g%%: slower>1%% fails %v, slower>2%% fails %v; want true, false", margin*100, strict.Fails(row), loose.Fails(row))
+		}
+		if margin == 0.05 && v.Outcome != stats.Equivalent {
+			t.Errorf("±5%%: outcome %v, want equivalent", v.Outcome)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/termtable"
 )
 
 // A history is every stored run of one experiment, oldest first: each
@@ -316,10 +317,10 @@ func writeHistoryText(w io.Writer, h *History) error {
 		fmt.Fprintf(&b, ", %s … %s", h.Runs[0].Started.Format("2006-01-02 15:04Z"), h.Runs[n-1].Started.Format("2006-01-02 15:04Z"))
 	}
 	b.WriteString("\n\n")
-	b.WriteString(textTable(h.hostGrid()))
+	textTables(&b, h.hostGrid())
 	b.WriteString("\n")
 	g := Table{Header: []string{"arm", "cell", "runs (oldest → newest)", "first", "last", "change points"},
-		Right: []bool{false, false, false, true, true, false}}
+		Right: []bool{false, false, false, true, true, false}, LabelCols: 2}
 	for _, s := range h.Series {
 		vals := s.values()
 		var cuts []int
@@ -342,10 +343,10 @@ func writeHistoryText(w io.Writer, h *History) error {
 		case len(s.ChangePoints) > 0:
 			cp = h.changesText(s)
 		}
-		g.Rows = append(g.Rows, []TableCell{{Text: s.Arm}, {Text: s.Header}, {Text: Sparkline(vals, cuts)}, {Text: first}, {Text: last}, {Text: cp}})
+		g.Rows = append(g.Rows, []TableCell{{Text: s.Arm}, {Text: s.Header}, {Text: Sparkline(vals, cuts), Whole: true}, {Text: first}, {Text: last}, {Text: cp}})
 	}
-	b.WriteString(textTable(g))
-	fmt.Fprintf(&b, "Each run's median of the cell; │ marks a change point. %s.\n", h.Detector)
+	textTables(&b, g)
+	fmt.Fprintln(&b, termtable.Wrap(fmt.Sprintf("Each run's median of the cell; │ marks a change point. %s.", h.Detector), TextWidth, ""))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/stages"
+	"github.com/cnibench/cnibench/pkg/stats"
 )
 
 // The HTML report is one file with inline CSS and inline SVG: no scripts,
@@ -26,6 +27,13 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .fp{color:#555;font-size:14px}
 .warn{color:#8a4b00}
 .legend{font-size:13px;color:#444}
+.answer{border-left:4px solid #4e79a7;padding:0.2em 1em;margin:1em 0;background:#f7f9fc}
+.answer ul{margin:0.3em 0;padding-left:1.2em}
+.answer li{margin:0.2em 0}
+.v-better{color:#1a7f37;font-weight:600}
+.v-worse{color:#b42318;font-weight:600}
+.v-equivalent{color:#175cd3}
+.v-undecided{color:#8a4b00}
 figure{display:inline-block;margin:1em 1em 1em 0;vertical-align:top}
 figcaption{font-size:13px;color:#444}
 svg text{font-family:system-ui,sans-serif}`
@@ -34,42 +42,45 @@ var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#
 
 func esc(s string) string { return html.EscapeString(s) }
 
-// writeHTML prints the document as one self-contained page: runs and
-// hosts, each run's arms and warnings, the tables, then the charts.
+// writeHTML prints the document as one self-contained page that leads
+// with the answer: one line per comparison, then the host (with its idle
+// wake-up penalty) and how every arm was measured, then the results and
+// verdict tables; the runs' details, warnings, notes and charts follow.
 func writeHTML(w io.Writer, d *Document) error {
 	var b strings.Builder
 	htmlHead(&b, d.Title)
-	b.WriteString("<h2>Runs and hosts</h2>\n<table>\n<tr><th>run</th><th>kind</th><th>state</th><th>started</th><th>host</th><th>distro</th><th>kernel</th><th>CPU</th><th>cores</th><th>governor</th><th>cnibench</th></tr>\n")
+	if len(d.Answers) > 0 {
+		fmt.Fprintf(&b, "<section class=\"answer\" id=\"answer\">\n<p class=\"legend\">%s</p>\n<ul>\n", esc(d.AnswerHeading))
+		for _, a := range d.Answers {
+			fmt.Fprintf(&b, "<li><b>%s</b>: ", esc(a.Subject))
+			for k, p := range a.Parts {
+				if k > 0 {
+					b.WriteString("; ")
+				}
+				fmt.Fprintf(&b, "%s <span class=\"%s\">%s</span>", esc(p.Cell), outcomeClass(p.Outcome), esc(p.Verdict))
+				if p.Modes {
+					fmt.Fprintf(&b, " [%s]", FlagModes)
+				}
+			}
+			b.WriteString("</li>\n")
+		}
+		b.WriteString("</ul>\n</section>\n")
+	}
 	for _, r := range d.Runs {
-		h := r.Host
-		cores := "unknown"
-		if h.Cores > 0 {
-			cores = fmt.Sprint(h.Cores)
+		who := ""
+		if name := d.runName(r); name != "" {
+			who = name + ": "
 		}
-		b.WriteString("<tr>")
-		for _, c := range []string{r.Label, r.Kind, r.State, r.Started, orUnknown(h.Hostname), orUnknown(h.Distro), orUnknown(h.Kernel),
-			orUnknown(h.CPUModel), cores, orUnknown(h.Governor), orUnknown(h.Cnibench)} {
-			fmt.Fprintf(&b, "<td>%s</td>", esc(c))
-		}
-		b.WriteString("</tr>\n")
-	}
-	b.WriteString("</table>\n")
-	for i, r := range d.Runs {
-		if len(r.Arms) > 0 {
-			if len(d.Runs) > 1 {
-				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", r.ID)
+		fmt.Fprintf(&b, "<p class=\"fp\">%s%s", esc(who), esc(r.Fingerprint))
+		for _, l := range []string{r.IdleWakeup, conditionsLine(r.Conditions)} {
+			if l != "" {
+				fmt.Fprintf(&b, "<br>%s", esc(l))
 			}
-			b.WriteString("<ul>\n")
-			for _, l := range r.Arms {
-				fmt.Fprintf(&b, "<li>%s</li>\n", esc(l))
-			}
-			b.WriteString("</ul>\n")
 		}
-		htmlWarnings(&b, d.Warnings, i)
+		b.WriteString("</p>\n")
 	}
-	htmlWarnings(&b, d.Warnings, -1)
 
-	b.WriteString("<h2>Results</h2>\n")
+	b.WriteString("<h2 id=\"results\">Results</h2>\n")
 	htmlTable(&b, d.Main)
 	htmlLegend(&b, d.Legend)
 	if v := d.Verdicts; v != nil {
@@ -83,6 +94,50 @@ func writeHTML(w io.Writer, d *Document) error {
 			fmt.Fprintf(&b, "<li id=\"note-%d\">%s</li>\n", i+1, esc(t))
 		}
 		b.WriteString("</ol>\n")
+	}
+	if len(d.Warnings) > 0 {
+		b.WriteString("<h2>Warnings</h2>\n")
+		for i := range d.Runs {
+			htmlWarnings(&b, d.Warnings, i)
+		}
+		htmlWarnings(&b, d.Warnings, -1)
+	}
+
+	// The details: each run's state, host and arms. A run's status line
+	// can be a paragraph, so it sits under the table, not in a cell.
+	b.WriteString("<h2>Runs and hosts</h2>\n<table>\n<tr><th>run</th><th>kind</th><th>state</th><th>started</th><th>host</th><th>distro</th><th>kernel</th><th>CPU</th><th>cores</th><th>governor</th><th>cnibench</th></tr>\n")
+	for _, r := range d.Runs {
+		h := r.Host
+		cores := "unknown"
+		if h.Cores > 0 {
+			cores = fmt.Sprint(h.Cores)
+		}
+		state := "complete"
+		if !r.Complete {
+			state = "incomplete"
+		}
+		b.WriteString("<tr>")
+		for _, c := range []string{r.Label, r.Kind, state, r.Started, orUnknown(h.Hostname), orUnknown(h.Distro), orUnknown(h.Kernel),
+			orUnknown(h.CPUModel), cores, orUnknown(h.Governor), orUnknown(h.Cnibench)} {
+			fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
+	for _, r := range d.Runs {
+		if r.Status != "" {
+			fmt.Fprintf(&b, "<p class=\"legend\">Run %s: %s</p>\n", esc(r.Label), esc(r.Status))
+		}
+		if len(r.Arms) > 0 {
+			if len(d.Runs) > 1 {
+				fmt.Fprintf(&b, "<p>Arms of run %d:</p>\n", r.ID)
+			}
+			b.WriteString("<ul>\n")
+			for _, l := range r.Arms {
+				fmt.Fprintf(&b, "<li>%s</li>\n", esc(l))
+			}
+			b.WriteString("</ul>\n")
+		}
 	}
 
 	b.WriteString("<h2>Charts</h2>\n")
@@ -108,6 +163,17 @@ func writeHTML(w io.Writer, d *Document) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// conditionsLine is how every arm was measured, as a header line.
+func conditionsLine(c string) string {
+	if c == "" {
+		return ""
+	}
+	return "every arm: " + c
+}
+
+// outcomeClass is the CSS class that colours a verdict.
+func outcomeClass(o stats.Outcome) string { return "v-" + o.String() }
 
 // htmlHead opens a page: its title, the inline stylesheet, the heading.
 func htmlHead(b *strings.Builder, title string) {

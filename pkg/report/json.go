@@ -40,6 +40,9 @@ type JSONRun struct {
 	Missing []JSONMissing `json:"missing"`
 	// Stages is CPU by datapath stage, for runs taken with --profile.
 	Stages *stages.Report `json:"stages,omitempty"`
+	// IdleWakeup is the host's idle wake-up penalty, measured once at the
+	// start of the run; absent when the run did not measure it.
+	IdleWakeup *result.IdleWakeup `json:"idle_wakeup,omitempty"`
 }
 
 // JSONArm is one arm's configuration.
@@ -71,6 +74,51 @@ type JSONCell struct {
 	VsBaseline     *JSONVs   `json:"vs_baseline"` // null for the baseline arm or without one
 	Flags          []string  `json:"flags"`
 	CDF            []JSONCDF `json:"cdf,omitempty"`
+	// Modes is set when the values form two modes (flag "2 modes").
+	Modes *JSONModes `json:"modes,omitempty"`
+}
+
+// JSONModes is a two-mode cell: each mode, how cleanly they split, and
+// which recorded condition of the samples separates them.
+type JSONModes struct {
+	Low  JSONMode `json:"low"`
+	High JSONMode `json:"high"`
+	// WithinShare is the share of the variance (of the logarithms) left
+	// inside the modes.
+	WithinShare float64 `json:"within_share"`
+	// SeparatedBy is null when no recorded condition separates them.
+	SeparatedBy *JSONModeSeparation `json:"separated_by"`
+	Compared    []string            `json:"compared"`
+	NotRecorded []string            `json:"not_recorded"`
+}
+
+// JSONMode is one mode: its median (the cell's unit) and sample count.
+type JSONMode struct {
+	Median float64 `json:"median"`
+	N      int     `json:"n"`
+}
+
+// JSONModeSeparation is the condition that separates two modes, what it
+// was in each, the share of samples it puts in their own mode and the
+// family-wise p of doing as well by chance.
+type JSONModeSeparation struct {
+	Condition string  `json:"condition"`
+	Low       string  `json:"low"`
+	High      string  `json:"high"`
+	Accuracy  float64 `json:"accuracy"`
+	P         float64 `json:"p"`
+}
+
+func jsonModes(m *Modes) *JSONModes {
+	if m == nil {
+		return nil
+	}
+	j := &JSONModes{Low: JSONMode(m.Low), High: JSONMode(m.High), WithinShare: m.Within,
+		Compared: append([]string{}, m.Tried...), NotRecorded: append([]string{}, m.Unrecorded...)}
+	if s := m.Separated; s != nil {
+		j.SeparatedBy = &JSONModeSeparation{Condition: s.Condition, Low: s.Low, High: s.High, Accuracy: s.Accuracy, P: s.P}
+	}
+	return j
 }
 
 // JSONCI is a confidence interval; Level is the achieved coverage.
@@ -93,12 +141,32 @@ type JSONVs struct {
 // numbers are null and the strings left out; a verdict always has all
 // three strings, since both sides have values.
 type JSONVerdict struct {
-	DeltaPct  *float64 `json:"delta_pct"`
-	P         *float64 `json:"p"`
-	U         *float64 `json:"u"`
-	Method    string   `json:"method,omitempty"`
-	Direction string   `json:"direction,omitempty"` // better | worse | no significant difference
-	Verdict   string   `json:"verdict,omitempty"`
+	DeltaPct *float64 `json:"delta_pct"`
+	P        *float64 `json:"p"`
+	U        *float64 `json:"u"`
+	Method   string   `json:"method,omitempty"`
+	// Direction is the Mann–Whitney test's answer alone (what the gate
+	// reads): better | worse | no significant difference.
+	Direction string `json:"direction,omitempty"`
+	Verdict   string `json:"verdict,omitempty"`
+	// Outcome is the verdict's decision: better | worse | equivalent |
+	// undecided.
+	Outcome     string           `json:"outcome,omitempty"`
+	Equivalence *JSONEquivalence `json:"equivalence,omitempty"`
+	// MoreSamples estimates, for an undecided verdict, how many more
+	// samples per arm would decide it; absent otherwise or without an
+	// estimate.
+	MoreSamples *int `json:"more_samples,omitempty"`
+}
+
+// JSONEquivalence is the equivalence test of a verdict: B relative to A
+// as a ratio (Hodges–Lehmann estimate) with its ~90% interval (level =
+// achieved coverage), against ±margin_pct.
+type JSONEquivalence struct {
+	MarginPct float64  `json:"margin_pct"`
+	Ratio     *float64 `json:"ratio"`
+	RatioCI   JSONCI   `json:"ratio_ci"`
+	Scale     string   `json:"scale"` // log | shift
 }
 
 // jsonVerdict is v in the JSON documents, in m's words ("faster",
@@ -108,8 +176,14 @@ func jsonVerdict(v *stats.Verdict, m result.Metric) JSONVerdict {
 		return JSONVerdict{}
 	}
 	better, worse := verdictWords(m)
-	return JSONVerdict{DeltaPct: num(v.DeltaPct), P: num(v.Test.P), U: num(v.Test.U),
-		Method: v.Test.Method, Direction: v.Direction.String(), Verdict: v.Text(better, worse)}
+	j := JSONVerdict{DeltaPct: num(v.DeltaPct), P: num(v.Test.P), U: num(v.Test.U),
+		Method: v.Test.Method, Direction: v.Direction.String(), Verdict: v.Text(better, worse), Outcome: v.Outcome.String(),
+		Equivalence: &JSONEquivalence{MarginPct: v.Margin * 100, Ratio: num(v.Ratio.Estimate), RatioCI: jci(v.Ratio.CI), Scale: v.Ratio.Scale}}
+	if v.MoreSamples > 0 {
+		n := v.MoreSamples
+		j.MoreSamples = &n
+	}
+	return j
 }
 
 // JSONCDF is one point of a latency CDF, in microseconds.
@@ -150,7 +224,8 @@ func buildJSON(models []*Model) JSONReport {
 		r := m.Run
 		jr := JSONRun{ID: r.ID, Name: r.Name, Kind: r.Kind, Complete: r.Complete, Status: r.Status,
 			Started: r.Started.UTC(), Shape: m.Shape, Host: r.Host, Labels: nonNilMap(r.Labels),
-			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}, Stages: m.Stages}
+			Experiment: r.Experiment, Flags: append([]Flag{}, m.Flags...), Cells: []JSONCell{}, Missing: []JSONMissing{}, Stages: m.Stages,
+			IdleWakeup: m.IdleWakeup}
 		if !r.Finished.IsZero() {
 			f := r.Finished.UTC()
 			jr.Finished = &f
@@ -185,7 +260,7 @@ func jsonCell(c *Cell) JSONCell {
 		HigherIsBetter: c.HigherIsBetter, N: s.N, Failed: c.Failed,
 		Median: num(s.Median), MedianCI: jci(s.MedianCI), Mean: num(s.Mean), MeanCI: jci(s.MeanCI),
 		Stddev: num(s.Stddev), CV: num(s.CV), Min: num(s.Min), Max: num(s.Max),
-		Values: c.Values, Flags: append([]string{}, c.Flags...)}
+		Values: c.Values, Flags: append([]string{}, c.Flags...), Modes: jsonModes(c.Modes)}
 	if c.Ratio != nil && c.Verdict != nil {
 		jc.VsBaseline = &JSONVs{Ratio: num(c.Ratio.Value), RatioCI: jci(c.Ratio.CI),
 			JSONVerdict: jsonVerdict(c.Verdict, result.Metric{Name: c.Metric, Unit: c.Unit})}

@@ -8,20 +8,14 @@ import (
 	"github.com/cnibench/cnibench/pkg/stages"
 )
 
-// writeMarkdown prints the document as GitHub-flavoured markdown: one
-// table each (no split by size), warnings, and footnotes for missing values.
+// writeMarkdown prints the document as GitHub-flavoured markdown: the
+// runs, the answer, the hosts and arms, one table each (no split by
+// size), warnings, and footnotes for missing values.
 func writeMarkdown(w io.Writer, d *Document) error {
 	var b strings.Builder
-	if len(d.Runs) == 1 && d.Runs[0].Tag == "" {
-		r := d.Runs[0]
-		fmt.Fprintf(&b, "### %s\n\n", mdEscape(r.Line))
-		fmt.Fprintf(&b, "%s\n\n", mdEscape(r.Fingerprint))
-		for _, l := range r.Arms {
-			fmt.Fprintf(&b, "- %s\n", mdEscape(l))
-		}
-		if len(r.Arms) > 0 {
-			b.WriteString("\n")
-		}
+	single := len(d.Runs) == 1 && d.Runs[0].Tag == ""
+	if single {
+		fmt.Fprintf(&b, "### %s\n\n", mdEscape(d.Runs[0].Line))
 	} else {
 		if d.Runs[0].Tag == "" { // a comparison's A and B need no heading
 			b.WriteString("### Runs side by side\n\n")
@@ -31,9 +25,38 @@ func writeMarkdown(w io.Writer, d *Document) error {
 			if r.Tag != "" {
 				tag = "**" + r.Tag + "**: "
 			}
-			fmt.Fprintf(&b, "- %s%s  \n  %s\n", tag, mdEscape(r.Line), mdEscape(r.Fingerprint))
+			fmt.Fprintf(&b, "- %s%s\n", tag, mdEscape(r.Line))
 		}
 		b.WriteString("\n")
+	}
+	if len(d.Answers) > 0 {
+		fmt.Fprintf(&b, "**%s**\n\n", mdEscape(strings.TrimSuffix(d.AnswerHeading, ":")))
+		for _, a := range d.Answers {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(a.String()))
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range d.Runs {
+		who := ""
+		if name := d.runName(r); name != "" {
+			who = "**" + name + "**: "
+		}
+		fmt.Fprintf(&b, "%s%s  \n", who, mdEscape(r.Fingerprint))
+		if r.IdleWakeup != "" {
+			fmt.Fprintf(&b, "%s  \n", mdEscape(r.IdleWakeup))
+		}
+		if r.Conditions != "" {
+			fmt.Fprintf(&b, "every arm: %s  \n", mdEscape(r.Conditions))
+		}
+		b.WriteString("\n")
+		if single {
+			for _, l := range r.Arms {
+				fmt.Fprintf(&b, "- %s\n", mdEscape(l))
+			}
+			if len(r.Arms) > 0 {
+				b.WriteString("\n")
+			}
+		}
 	}
 	mdTable(&b, d.Main)
 	for _, l := range d.Legend {

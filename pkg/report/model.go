@@ -175,6 +175,8 @@ type Cell struct {
 	// CDF is the round-trip distribution of the sample closest to the
 	// median (latency tests that recorded one).
 	CDF []result.CDFPoint
+	// Modes is set when the values form two modes (FlagModes).
+	Modes *Modes
 }
 
 // Flag is a run-level warning about the trustworthiness of its numbers.
@@ -199,6 +201,11 @@ type Model struct {
 	Stages *stages.Report
 	// ArmConditions says how each arm was measured (see ArmConditions).
 	ArmConditions map[string]string
+	// Margin is the equivalence margin the verdicts used (a fraction).
+	Margin float64
+	// IdleWakeup is the host's idle wake-up penalty, measured once at the
+	// start of the run (nil when the run did not measure it).
+	IdleWakeup *result.IdleWakeup
 }
 
 // Cell returns the cell for a key, or nil.
@@ -211,13 +218,24 @@ func (m *Model) cell(arm string, col Column) *Cell {
 	return m.cells[cellKey{arm, col.Test, col.Size, col.metric.Name}]
 }
 
-// Analyze computes every cell of a run.
+// Analyze computes every cell of a run with the default Options.
 func Analyze(run *store.Run, samples []store.Sample) *Model {
-	m := &Model{Run: run, cells: map[cellKey]*Cell{}}
+	return Options{}.Analyze(run, samples)
+}
+
+// Analyze computes every cell of a run, its verdicts judged with o.
+func (o Options) Analyze(run *store.Run, samples []store.Sample) *Model {
+	m := &Model{Run: run, cells: map[cellKey]*Cell{}, Margin: o.margin()}
 	ss := append([]store.Sample(nil), samples...)
 	sort.SliceStable(ss, func(i, j int) bool { return ss[i].Seq < ss[j].Seq })
 	ss, retaken := splitRetaken(ss)
 	m.ArmConditions = ArmConditions(ss)
+	for _, s := range ss {
+		if c := conditionsOf(s.Result); c != nil && c.IdleWakeup != nil {
+			m.IdleWakeup = c.IdleWakeup
+			break
+		}
+	}
 
 	// Arms in the experiment's order, then any only the samples name.
 	seen := map[string]bool{}
@@ -289,7 +307,7 @@ func Analyze(run *store.Run, samples []store.Sample) *Model {
 				continue
 			}
 			r := stats.RatioOfMedians(c.Values, base.Values)
-			v := stats.Judge(base.Values, c.Values, c.HigherIsBetter)
+			v := o.judge(base.Values, c.Values, c.HigherIsBetter)
 			c.Ratio, c.Verdict = &r, &v
 		}
 	}
@@ -402,11 +420,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 	reasons := map[string]bool{}
 	var firstErr string
 	var steal []float64
-	type valued struct {
-		v float64
-		r *result.Result
-	}
-	var vals []valued
+	var vals []sampleOf
 	for _, s := range samples {
 		if s.Result == nil {
 			c.Failed++
@@ -416,7 +430,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 			continue
 		}
 		if v, ok := mt.Get(s.Result); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			vals = append(vals, valued{v, s.Result})
+			vals = append(vals, sampleOf{v, s.Seq, s.Result})
 		} else {
 			reasons[missingReason(s.Result, mt)] = true
 		}
@@ -441,6 +455,9 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 		return c
 	}
 	c.Summary = stats.Summarize(c.Values)
+	if c.Modes = findModes(vals); c.Modes != nil {
+		c.Flags = append(c.Flags, FlagModes)
+	}
 	if c.Summary.CV > NoisyCV {
 		c.Flags = append(c.Flags, "noisy")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/termtable"
 )
 
 // Output formats.
@@ -46,30 +47,20 @@ func RenderRuns(w io.Writer, format string, in []Input) error {
 // RenderRunsStages is RenderRuns with each run's CPU by datapath stage
 // (st[i] for in[i]; nil, or a nil entry, for runs taken without --profile).
 func RenderRunsStages(w io.Writer, format string, in []Input, st []*stages.Report) error {
-	d, err := NewDocument(in, st)
+	return Options{}.RenderRuns(w, format, in, st)
+}
+
+// RenderRuns is RenderRunsStages judged with o.
+func (o Options) RenderRuns(w io.Writer, format string, in []Input, st []*stages.Report) error {
+	d, err := o.NewDocument(in, st)
 	if err != nil {
 		return err
 	}
 	return d.Write(w, format)
 }
 
-// notes numbers distinct footnote texts.
-type notes struct {
-	list []string
-	idx  map[string]int
-}
-
-func (n *notes) add(text string) int {
-	if n.idx == nil {
-		n.idx = map[string]int{}
-	}
-	if i, ok := n.idx[text]; ok {
-		return i
-	}
-	n.list = append(n.list, text)
-	n.idx[text] = len(n.list)
-	return len(n.list)
-}
+// notes numbers the footnotes a page's cells point at.
+type notes = termtable.Footnotes
 
 // valueText formats a cell's value as "median ±CI ×ratio" (its flags are
 // the TableCell's).
@@ -134,7 +125,7 @@ func verdictNotes(m *Model) []string {
 				continue
 			}
 			seen[c.Verdict.Note] = true
-			out = append(out, fmt.Sprintf("Note: %s, so n.s. here says nothing either way; use 5 or more repeats.", c.Verdict.Note))
+			out = append(out, fmt.Sprintf("Note: %s, so no cell here can be faster or slower; use 5 or more repeats.", c.Verdict.Note))
 		}
 	}
 	return out
@@ -152,18 +143,6 @@ func verdictWords(mt result.Metric) (better, worse string) {
 		return "less CPU", "more CPU"
 	}
 	return "better", "worse"
-}
-
-func shortVerdict(v stats.Verdict, mt metric) string {
-	better, worse := verdictWords(mt.Metric)
-	p := stats.FormatP(v.Test.P)
-	switch v.Direction {
-	case stats.Better:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", better, math.Abs(v.DeltaPct), p)
-	case stats.Worse:
-		return fmt.Sprintf("%s %.1f%% (p=%s)", worse, math.Abs(v.DeltaPct), p)
-	}
-	return fmt.Sprintf("n.s. (p=%s)", p)
 }
 
 func runLabel(r *store.Run) string { return fmt.Sprintf("%d %s", r.ID, r.Name) }
@@ -237,8 +216,9 @@ func runState(r *store.Run) string {
 }
 
 // armLines describes each arm's topology, engine and knobs, and how it was
-// measured (wake-up policy, CPU placement) when the samples recorded it.
-func armLines(m *Model) []string {
+// measured (wake-up policy, CPU placement) when the samples recorded it and
+// withConditions is set.
+func armLines(m *Model, withConditions bool) []string {
 	r := m.Run
 	var out []string
 	for _, a := range r.Arms {
@@ -250,7 +230,7 @@ func armLines(m *Model) []string {
 			}
 			s += ", knobs " + strings.Join(kv, " ")
 		}
-		if c := m.ArmConditions[a.Name]; c != "" {
+		if c := m.ArmConditions[a.Name]; c != "" && withConditions {
 			s += "; " + c
 		}
 		if a.Description != "" {
@@ -297,6 +277,9 @@ func legend(models []*Model, cols []Column) []string {
 		l += fmt.Sprintf("; ×N = ratio of medians to the run's baseline arm (%s)", strings.Join(uniq(base), ", "))
 	}
 	l += fmt.Sprintf(". [noisy]: coefficient of variation > %.0f%%; [steal]: steal time > %.0f%%; — : not measured (see notes).", NoisyCV*100, StealPct)
+	if shownFlag(models, cols, FlagModes) {
+		l += " [2 modes]: the samples form two modes, shown as each mode's median (n=its samples), with a note on what separated them."
+	}
 	if anyFlag(models, "disturbed", "wakeup") {
 		l += fmt.Sprintf(" [N disturbed]: N samples taken while other processes, steal or a slowed spin loop disturbed the machine; [wakeup]: waking a blocked thread on another CPU costs ≥ %.0f%% of the one-way latency.", WakeupShare*100)
 	}
@@ -311,6 +294,21 @@ func legend(models []*Model, cols []Column) []string {
 		}
 	}
 	return out
+}
+
+// shownFlag reports whether a cell of the table's columns carries flag:
+// the legend explains what the table shows, not what only JSON has.
+func shownFlag(models []*Model, cols []Column, flag string) bool {
+	for _, m := range models {
+		for _, col := range cols {
+			for _, arm := range m.Arms {
+				if c := m.cell(arm, col); c != nil && contains(c.Flags, flag) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func uniq(s []string) []string {

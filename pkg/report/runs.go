@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/atomicfile"
@@ -15,6 +14,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/stages"
 	"github.com/cnibench/cnibench/pkg/stats"
 	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/termtable"
 )
 
 // RunListing is one entry of `cnibench runs --json`.
@@ -52,10 +52,14 @@ func WriteRunsJSON(w io.Writer, runs []store.Run, counts map[int64]int) error {
 	return WriteJSON(w, list)
 }
 
-// WriteRunsTable lists stored runs as a terminal table.
+// WriteRunsTable lists stored runs as a terminal table, at most
+// TextWidth columns wide: a run with many arms lists them over several
+// lines.
 func WriteRunsTable(w io.Writer, runs []store.Run, counts map[int64]int) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSTARTED (UTC)\tSTATE\tARMS\tSAMPLES\tHOST\tKERNEL")
+	t := termtable.Table{Labels: 2, Right: []bool{true, false, false, false, false, false, true}}
+	for _, h := range []string{"ID", "NAME", "KIND", "STARTED (UTC)", "STATE", "ARMS", "SAMPLES", "HOST", "KERNEL"} {
+		t.Header = append(t.Header, termtable.Words(h))
+	}
 	for _, r := range runs {
 		state := "complete"
 		if !r.Complete {
@@ -64,10 +68,23 @@ func WriteRunsTable(w io.Writer, runs []store.Run, counts map[int64]int) error {
 				state = "running or killed"
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Name, r.Kind, r.Started.UTC().Format("2006-01-02 15:04"),
-			state, strings.Join(armNames(r), ","), counts[r.ID], Dash(r.Host.Hostname), Dash(r.Host.Kernel))
+		// The arms stay comma-separated ("host,vxlan") and break only
+		// after a comma.
+		var arms termtable.Cell
+		for i, a := range armNames(r) {
+			if i > 0 {
+				arms[i-1] += ","
+				a = termtable.Joiner + a
+			}
+			arms = append(arms, a)
+		}
+		// A run's name stays whole: it is what `report` and `compare` take.
+		t.Rows = append(t.Rows, []termtable.Cell{{fmt.Sprint(r.ID)}, {r.Name}, {r.Kind},
+			termtable.Words(r.Started.UTC().Format("2006-01-02 15:04")), termtable.Words(state), arms, {fmt.Sprint(counts[r.ID])},
+			termtable.SoftWords(Dash(r.Host.Hostname)), termtable.SoftWords(Dash(r.Host.Kernel))})
 	}
-	return tw.Flush()
+	_, err := io.WriteString(w, termtable.Render(t, TextWidth, termtable.Plain))
+	return err
 }
 
 func armNames(r store.Run) []string {
@@ -110,9 +127,14 @@ func WriteFile(stdout io.Writer, path string, render func(io.Writer) error) erro
 	return atomicfile.Write(path, 0o644, render)
 }
 
+// RenderStored is Options{}.RenderStored.
+func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
+	return Options{}.RenderStored(w, format, db, ref)
+}
+
 // RenderStored renders one stored run (with its CPU by stage when it was
 // profiled), as `cnibench report <run>` does.
-func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
+func (o Options) RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
 	run, samples, err := db.Load(ref)
 	if err != nil {
 		return err
@@ -121,7 +143,7 @@ func RenderStored(w io.Writer, format string, db *store.DB, ref string) error {
 	if err != nil {
 		return err
 	}
-	return RenderRunsStages(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
+	return o.RenderRuns(w, format, []Input{{Run: run, Samples: samples}}, []*stages.Report{st})
 }
 
 // ErrNoHistory is wrapped when a database holds no complete run of the
@@ -189,8 +211,8 @@ func LoadHistory(db *store.DB, experiment string, last int) (h *History, incompl
 // CompareLoaded writes compare's page of run b against run a with, in the
 // text formats, each arm's CPU by datapath stage when both runs were
 // profiled (JSON stays one document; `explain --json` has those figures).
-func CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
-	d, err := newComparison(format, a.Run, a.Samples, b.Run, b.Samples)
+func (o Options) CompareLoaded(w io.Writer, format string, a, b store.Loaded) error {
+	d, err := o.newComparison(format, a.Run, a.Samples, b.Run, b.Samples)
 	if err != nil {
 		return err
 	}

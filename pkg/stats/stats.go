@@ -20,6 +20,11 @@
 //     fixed seed.
 //   - Two arms are compared with the Mann–Whitney U test: it makes no
 //     normality assumption and is exact for small samples.
+//   - Equivalence within a margin is two one-sided tests on the interval
+//     that inverts the same Mann–Whitney test (the Hodges–Lehmann shift
+//     interval of the logarithms: a ratio B/A): distribution-free, exact
+//     coverage for small samples, and coherent with the difference test —
+//     the 95% interval excludes no change exactly when p ≤ 0.05.
 package stats
 
 import (

@@ -247,7 +247,7 @@ func TestVerdictDirection(t *testing.T) {
 		t.Errorf("throughput verdict %v %q", v.Direction, v.Text("better", "worse"))
 	}
 	v = Judge([]float64{1, 2, 3}, []float64{4, 5, 6}, true)
-	if v.Significant() || v.String() != "no significant difference (p=0.1); 3+3 repeats cannot reach p<0.05" {
+	if v.Significant() || v.String() != "undecided (p=0.1; 90% CI +33.3% to +500.0%; ≈1 more sample per arm would decide it (an estimate); 3+3 repeats cannot reach p<0.05)" {
 		t.Errorf("3+3 verdict %q", v.String())
 	}
 	v = Judge([]float64{1, 3, 5, 7, 9}, []float64{2, 4, 6, 8, 10}, true)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cnibench/cnibench/pkg/termtable"
 )
 
 // ErrLiveOnly is what a knob that can only ask the live kernel (ethtool,
@@ -65,27 +67,70 @@ func AuditNetns(e *Env, ks []*Knob, profiles []Profile, nss []string) []Finding 
 	return append(fs, Audit(&c, once, profiles)...)
 }
 
-// WriteFindings prints an audit as a table; withProfile adds the profile
-// column (an audit against both profiles).
+// AuditWidth is the terminal width `tune audit` fits its table to.
+const AuditWidth = 100
+
+// WriteFindings prints an audit as a table no wider than AuditWidth:
+// long values wrap inside their column, each recommendation's source is a
+// letter after it ([a]) and each finding's note (why it differs or could
+// not be read) a number after its status ([1]), both spelled out below
+// the table; withProfile adds the profile column (an audit against both
+// profiles).
 func WriteFindings(w io.Writer, fs []Finding, withProfile bool) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	hdr := "KNOB\tTARGET\tCURRENT\tRECOMMENDED\tSTATUS\tSOURCE\tNOTE"
+	hdr := []string{"KNOB", "TARGET", "CURRENT", "RECOMMENDED [SOURCE]", "STATUS [NOTE]"}
+	t := termtable.Table{Labels: 1}
 	if withProfile {
-		hdr = "PROFILE\t" + hdr
+		hdr, t.Labels = append([]string{"PROFILE"}, hdr...), 2
 	}
-	fmt.Fprintln(tw, hdr)
+	for _, h := range hdr {
+		t.Header = append(t.Header, termtable.Words(h))
+	}
+	var notes, sources termtable.Footnotes
 	for _, f := range fs {
-		note := ""
-		if f.Status != StatusOK {
-			note = f.Why
+		status := termtable.Words(string(f.Status))
+		if f.Status != StatusOK && f.Why != "" {
+			status = append(status, fmt.Sprintf("[%d]", notes.Add(f.Why)))
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", f.Knob, dash(nsTarget(f.Netns, f.Target)), dash(f.Current), dash(f.Recommended), f.Status, dash(f.Source), note)
+		rec := termtable.SoftWords(dash(f.Recommended))
+		if f.Source != "" {
+			rec = append(rec, "["+sourceKey(sources.Add(f.Source))+"]")
+		}
+		row := []termtable.Cell{{f.Knob}, termtable.SoftWords(dash(nsTarget(f.Netns, f.Target))), termtable.SoftWords(dash(f.Current)),
+			rec, status}
 		if withProfile {
-			row = string(f.Profile) + "\t" + row
+			row = append([]termtable.Cell{{string(f.Profile)}}, row...)
 		}
-		fmt.Fprintln(tw, row)
+		t.Rows = append(t.Rows, row)
 	}
-	return tw.Flush()
+	if err := writePlain(w, t, AuditWidth); err != nil {
+		return err
+	}
+	var b strings.Builder
+	if len(sources.List) > 0 {
+		b.WriteString("\nSources:\n")
+		for i, s := range sources.List {
+			fmt.Fprintln(&b, termtable.Wrap(fmt.Sprintf("  [%s] %s", sourceKey(i+1), s), AuditWidth, "      "))
+		}
+	}
+	if len(notes.List) > 0 {
+		b.WriteString("\nNotes:\n")
+		for i, n := range notes.List {
+			fmt.Fprintln(&b, termtable.Wrap(fmt.Sprintf("  [%d] %s", i+1, n), AuditWidth, "      "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// sourceKey names the i-th source (from 1): a, b, …, z, aa, ab, …
+func sourceKey(i int) string {
+	s := ""
+	for i > 0 {
+		i--
+		s = string(rune('a'+i%26)) + s
+		i /= 26
+	}
+	return s
 }
 
 // nsTarget names a target inside a namespace as netns:target.
@@ -225,10 +270,20 @@ func WriteKnobs(w io.Writer, rows []KnobRow, markdown bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSCOPE\tLATENCY\tTHROUGHPUT\tREADS/WRITES")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Scope, dash(r.Latency), dash(r.Throughput), r.Access)
+	t := termtable.Table{Labels: 1}
+	for _, h := range []string{"ID", "SCOPE", "LATENCY", "THROUGHPUT", "READS/WRITES"} {
+		t.Header = append(t.Header, termtable.Cell{h})
 	}
-	return tw.Flush()
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []termtable.Cell{{r.ID}, {string(r.Scope)}, termtable.SoftWords(dash(r.Latency)),
+			termtable.SoftWords(dash(r.Throughput)), termtable.SoftWords(r.Access)})
+	}
+	return writePlain(w, t, AuditWidth)
+}
+
+// writePlain prints a table fitted to width, borderless, as tabwriter
+// would print it.
+func writePlain(w io.Writer, t termtable.Table, width int) error {
+	_, err := io.WriteString(w, termtable.Render(t, width, termtable.Plain))
+	return err
 }
