@@ -44,7 +44,9 @@ func wantUsageErrors(t *testing.T, cases []usageCase) {
 // repeats interleaved; us gives each sample's one-way latency in µs.
 func storeLatRun(t *testing.T, db *store.DB, name string, started time.Time, host result.Fingerprint, complete bool, us func(rep int, arm string) float64) {
 	t.Helper()
-	run := &store.Run{Name: name, Kind: store.KindLab, Baseline: "host", Started: started, Host: host,
+	// Named as cnibench run names runs: <experiment>-<UTC start>.
+	exp := strings.TrimSuffix(name, "-"+started.UTC().Format("20060102T150405Z"))
+	run := &store.Run{Name: name, ExperimentName: exp, Kind: store.KindLab, Baseline: "host", Started: started, Host: host,
 		Arms: []store.Arm{{Name: "host", Topology: "host", Engine: "builtin"}, {Name: "vxlan", Topology: "vxlan", Engine: "builtin"}}}
 	id, err := db.CreateRun(run)
 	if err != nil {

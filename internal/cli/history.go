@@ -16,7 +16,7 @@ func newHistoryCmd() *cobra.Command {
 			c.Experiment = args[0]
 			return usage(c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		})
-	cmd.Long = `Every complete stored run of one experiment (runs named <experiment>-<start time>),
+	cmd.Long = `Every complete stored run of one experiment (by the experiment's name stored with each run),
 oldest first: each cell's median per run as a sparkline (terminal) or a line chart
 (HTML), the change points E-divisive means finds in it (a permutation test at
 p ≤ 0.05 with a fixed seed, at least 3 runs on each side), and the runs' host

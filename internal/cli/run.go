@@ -37,6 +37,7 @@ run keeps what it measured and is marked incomplete.`
 	addDBFlag(cmd, &c.Local.DBPath)
 	addOverrideFlags(f, &c.Flags)
 	f.StringVar(&c.Format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
+	addMarginFlag(cmd, &c.Margin)
 	f.StringVarP(&c.Output, "output", "o", "", "write the report to this file instead of standard output")
 	addProfileFlags(cmd, &prof)
 	f.StringVar(&c.Flags.Precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")

@@ -42,15 +42,14 @@ type RunCommand struct {
 	// Format is the report printed at the end (report.Formats, or "none"),
 	// to Output ("" = standard output).
 	Format, Output string
-	Local          LocalOptions
+	// Margin is the report's equivalence margin as given (--margin;
+	// "" = report's default).
+	Margin string
+	Local  LocalOptions
 	// ProfileArms, with Local.Profile, profiles only these arms.
 	ProfileArms []string
 }
 
-// Run loads and checks the experiment with its overrides (ErrInvalid
-// errors, before anything is stored or built), runs it on this host with
-// RunLocal and renders the stored run's report — also of an interrupted
-// run, or one with failed steps, whose error it then returns.
 // measured reports whether a run that returned err still has results to
 // report: it was interrupted, some steps failed, or only its teardown did.
 func measured(err error) bool {
@@ -59,6 +58,11 @@ func measured(err error) bool {
 	return errors.Is(err, ErrInterrupted) || errors.As(err, &failed) || errors.As(err, &teardown)
 }
 
+// Run loads and checks the experiment with its overrides (ErrInvalid
+// errors, before anything is stored or built), runs it on this host with
+// RunLocal and renders the stored run's report — also of an interrupted
+// run, or one with failed steps, or one whose labs could not all be
+// removed, whose error it then returns.
 func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 	e, err := Load(c.Ref)
 	if err != nil {
@@ -69,6 +73,12 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 	}
 	if c.Format != "none" && !report.ValidFormat(c.Format) {
 		return errkind.Errorf(ErrInvalid, "--format %q: want table, markdown, json, csv, html or none", c.Format)
+	}
+	var ropts report.Options
+	if c.Margin != "" {
+		if ropts.Margin, err = report.ParseMargin(c.Margin); err != nil {
+			return errkind.Wrap(ErrInvalid, err)
+		}
 	}
 	if c.Local.Profile != nil {
 		if c.Local.ProfileArms, err = e.ArmSet("--profile-arms", c.ProfileArms); err != nil {
@@ -86,7 +96,7 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 				return err
 			}
 			defer db.Close()
-			return report.RenderStored(w, c.Format, db, fmt.Sprint(runID))
+			return ropts.RenderStored(w, c.Format, db, fmt.Sprint(runID))
 		})
 		if rerr != nil && err == nil {
 			err = rerr

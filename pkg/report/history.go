@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strings"
 	"time"
 
@@ -26,18 +25,9 @@ const HistorySchema = "cnibench.history/v1"
 // HistoryFormats are the formats WriteHistory renders.
 var HistoryFormats = []string{FormatTable, FormatJSON, FormatHTML}
 
-// runNameRE is how experiment.StoreSink names runs: the experiment's name,
-// its UTC start time, and a random suffix when two started in one second.
-var runNameRE = regexp.MustCompile(`^(.+)-\d{8}T\d{6}Z(?:-[a-z0-9]+)?$`)
-
-// ExperimentOf returns the experiment a stored run belongs to, from its
-// name, or "" for a run not named by `cnibench run`.
-func ExperimentOf(r *store.Run) string {
-	if m := runNameRE.FindStringSubmatch(r.Name); m != nil {
-		return m[1]
-	}
-	return ""
-}
+// ExperimentOf returns the experiment a stored run belongs to: the name
+// its runner stored with it, "" for a run that ran none (a k8s run).
+func ExperimentOf(r *store.Run) string { return r.ExperimentName }
 
 // History is the rendered document.
 type History struct {
