@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -8,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cnibench/cnibench/pkg/runid"
 )
 
 // Scenario names.
@@ -68,6 +72,99 @@ func ParseScenarios(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Plan is what a run will do: where each scenario goes and in which order
+// the client pods run.
+type Plan struct {
+	RunID      string      `json:"run_id"`
+	Namespace  string      `json:"namespace"`
+	Cluster    *Cluster    `json:"cluster"`
+	Placements []Placement `json:"placements"`
+	Engines    []EngineRun `json:"engines"`
+	// EngineSkips are the (scenario/engine) pairs left out of a scenario
+	// that runs with other engines, and why.
+	EngineSkips map[string]string `json:"engine_skips,omitempty"`
+	Steps       []Step            `json:"-"`
+	// nodes are the Node objects as Prepare read them.
+	nodes []corev1.Node
+}
+
+// Prepare reads the cluster and places the scenarios. It creates nothing.
+func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
+	o.defaults()
+	if r.RunID == "" {
+		r.RunID = runid.New()
+	}
+	if o.Image == "" {
+		return nil, errors.New("no image: pass --image")
+	}
+	cl, nodes, err := Fingerprint(ctx, r.Client)
+	if err != nil {
+		return nil, err
+	}
+	var sel labels.Selector
+	if o.NodeSelector != "" {
+		if sel, err = labels.Parse(o.NodeSelector); err != nil {
+			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
+		}
+	}
+	states := NodeStatesFor(nodes, sel, o.TolerateTaints)
+	cn, sn := o.ClientNode, o.ServerNode
+	for _, role := range []struct {
+		flag, byName, expr string
+		node               *string
+		avoid              func() string
+	}{
+		{"--client-node-selector", "--client-node", o.ClientSelector, &cn, func() string { return "" }},
+		{"--server-node-selector", "--server-node", o.ServerSelector, &sn, func() string { return cn }},
+	} {
+		if role.expr == "" {
+			continue
+		}
+		if *role.node != "" {
+			return nil, &FlagError{fmt.Sprintf("%s and %s: give one of them", role.byName, role.flag)}
+		}
+		rs, err := labels.Parse(role.expr)
+		if err != nil {
+			return nil, &FlagError{fmt.Sprintf("%s %q: %v", role.flag, role.expr, err)}
+		}
+		if *role.node, err = PickNode(role.flag, rs, nodes, states, role.avoid()); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, states, cn, sn)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pl {
+		if pl[i].Hairpin && pl[i].Skip == "" {
+			pl[i].Skip = HairpinSkip(cl.Version)
+		}
+	}
+	engines := o.engines()
+	pl, engineSkips, steps := planEngines(pl, engines, o.Repeats)
+	if len(steps) == 0 {
+		var why []string
+		for _, p := range pl {
+			why = append(why, p.Scenario+": "+p.Skip)
+		}
+		return nil, fmt.Errorf("no scenario can run on this cluster (%s)", strings.Join(why, "; "))
+	}
+	if o.Services != 0 {
+		svc := false
+		for _, p := range pl {
+			svc = svc || (p.ViaService && p.Skip == "")
+		}
+		if !svc {
+			return nil, &ServicesError{fmt.Sprintf("--services %d: needs the %s scenario, which this run does not measure", o.Services, ScenarioService)}
+		}
+		if err := CheckServices(ctx, r.Client, o.Namespace, o.Services); err != nil {
+			return nil, err
+		}
+	}
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Engines: engines,
+		EngineSkips: engineSkips, Steps: steps, nodes: nodes}, nil
 }
 
 // Placement says where one scenario's pods go, or why it is skipped.
