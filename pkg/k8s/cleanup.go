@@ -12,6 +12,28 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// cleanUp ends Execute on every path out: unless o.Keep, it deletes the
+// run's objects (and its namespace when the run created it) and returns
+// err with any cleanup failure added.
+func (r *Runner) cleanUp(ctx context.Context, o Options, id string, createdNS bool, err error) error {
+	if o.Keep {
+		fmt.Fprintf(o.Log, "keeping the run's objects (--keep); remove them with: cnibench k8s clean\n")
+		return err
+	}
+	// Cleanup must run even when ctx is already cancelled by Ctrl-C;
+	// thousands of filler Services take their time.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute+time.Duration(o.Services)*20*time.Millisecond)
+	defer cancel()
+	if cerr := r.deleteRun(cctx, o.Namespace, id, createdNS); cerr != nil {
+		cerr = fmt.Errorf("cleanup incomplete (run `cnibench k8s clean`): %w", cerr)
+		if err == nil {
+			return cerr
+		}
+		return fmt.Errorf("%w; %v", err, cerr)
+	}
+	return err
+}
+
 // deleteRun removes the run's objects; "not found" counts as removed, so it
 // is safe to call twice.
 func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) error {

@@ -11,6 +11,9 @@ import (
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
+// The second half of Execute: the client pods, one per step, and what each
+// measured (setup.go is the first half).
+
 // Sample is the outcome of one client pod.
 type Sample struct {
 	Seq int `json:"seq"`
@@ -22,6 +25,52 @@ type Sample struct {
 	Profiles []*result.WindowProfile `json:"profiles,omitempty"`
 	// Error says why this pod gave no results; "" when it did.
 	Error string `json:"error,omitempty"`
+}
+
+// measureSteps is the second half of Execute: the plan's client pods, one
+// at a time in its order, each outcome (with the agents' CPU folded in)
+// logged and handed to onSample. A failed pod is a failed sample and the
+// run goes on; the error then counts the failures.
+func (r *Runner) measureSteps(ctx context.Context, plan *Plan, o Options, po PodOptions, set *runSetup, onSample func(Sample) error) error {
+	failed, total := 0, 0
+	var firstFail string
+	for i, st := range plan.Steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), err)
+		}
+		var s Sample
+		if st.Hairpin {
+			s = r.measureHairpin(ctx, po, o, st)
+		} else {
+			s = r.measure(ctx, po, o, st, set.targets[targetKey(st.Scenario, st.Engine)])
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
+		}
+		s.Seq = i + 1
+		if set.meters != nil && s.Error == "" {
+			set.meters.fold(ctx, r, po.Namespace, &s)
+		}
+		total++
+		if s.Error != "" {
+			failed++
+			if firstFail == "" {
+				firstFail = s.Pod + ": " + s.Error
+			}
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: FAILED: %s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, s.Error)
+		} else {
+			fmt.Fprintf(o.Log, "[%d/%d] %s repeat %d: %d result(s)%s\n", s.Seq, len(plan.Steps), st.armName(), st.Repeat, len(s.Results), brief(s.Results))
+		}
+		if onSample != nil {
+			if err := onSample(s); err != nil {
+				return err
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d client pods failed; first: %s", failed, total, firstFail)
+	}
+	return nil
 }
 
 // brief shows the primary figure of the first result, so the progress log
