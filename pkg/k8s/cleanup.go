@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,24 +48,6 @@ func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) er
 		}
 	}
 	return err
-}
-
-// waitPodsGone polls until no pod matches selector in ns, or ctx ends.
-func (r *Runner) waitPodsGone(ctx context.Context, ns, selector string) error {
-	for {
-		pods, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return APIError("list", "pods", err)
-		}
-		if len(pods.Items) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d pod(s) still terminating, e.g. %s", len(pods.Items), pods.Items[0].Name)
-		case <-time.After(r.poll()):
-		}
-	}
 }
 
 // deleteLabeled deletes the pods, services and daemonsets in ns (all
@@ -152,28 +133,8 @@ func Clean(ctx context.Context, cs kubernetes.Interface, wait, poll time.Duratio
 	if wait <= 0 || len(pending) == 0 {
 		return removed, nil
 	}
-	deadline := time.Now().Add(wait)
-	for len(pending) > 0 {
-		var still []string
-		for _, n := range pending {
-			if _, err := cs.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{}); err == nil {
-				still = append(still, n)
-			} else if !apierrors.IsNotFound(err) {
-				return removed, APIError("get", "namespace "+n, err)
-			}
-		}
-		pending = still
-		if len(pending) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return removed, fmt.Errorf("namespaces still terminating after %s: %s", wait, strings.Join(pending, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return removed, ctx.Err()
-		case <-time.After(poll):
-		}
+	if err := waitNamespacesGone(ctx, cs, pending, wait, poll); err != nil {
+		return removed, err
 	}
 	return removed, nil
 }
