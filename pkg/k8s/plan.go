@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -106,7 +107,7 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 	var sel labels.Selector
 	if o.NodeSelector != "" {
 		if sel, err = labels.Parse(o.NodeSelector); err != nil {
-			return nil, &FlagError{fmt.Sprintf("--node-selector %q: %v", o.NodeSelector, err)}
+			return nil, errkind.Errorf(ErrInvalid, "--node-selector %q: %v", o.NodeSelector, err)
 		}
 	}
 	states := NodeStatesFor(nodes, sel, o.TolerateTaints)
@@ -123,11 +124,11 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			continue
 		}
 		if *role.node != "" {
-			return nil, &FlagError{fmt.Sprintf("%s and %s: give one of them", role.byName, role.flag)}
+			return nil, errkind.Errorf(ErrInvalid, "%s and %s: give one of them", role.byName, role.flag)
 		}
 		rs, err := labels.Parse(role.expr)
 		if err != nil {
-			return nil, &FlagError{fmt.Sprintf("%s %q: %v", role.flag, role.expr, err)}
+			return nil, errkind.Errorf(ErrInvalid, "%s %q: %v", role.flag, role.expr, err)
 		}
 		if *role.node, err = PickNode(role.flag, rs, nodes, states, role.avoid()); err != nil {
 			return nil, err
@@ -157,7 +158,7 @@ func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
 			svc = svc || (p.ViaService && p.Skip == "")
 		}
 		if !svc {
-			return nil, &ServicesError{fmt.Sprintf("--services %d: needs the %s scenario, which this run does not measure", o.Services, ScenarioService)}
+			return nil, errkind.Errorf(ErrInvalid, "--services %d: needs the %s scenario, which this run does not measure", o.Services, ScenarioService)
 		}
 		if err := CheckServices(ctx, r.Client, o.Namespace, o.Services); err != nil {
 			return nil, err
@@ -255,11 +256,6 @@ func describeNodes(states []NodeState) string {
 	return strings.Join(parts, ", ")
 }
 
-// FlagError is a user's node choice that the cluster cannot honour.
-type FlagError struct{ Msg string }
-
-func (e *FlagError) Error() string { return e.Msg }
-
 // PlanScenarios places each scenario on nodes. clientNode and serverNode
 // are the user's choice ("" = pick): the client goes to clientNode or the
 // first usable node, the server of a two-node scenario to serverNode or the
@@ -284,10 +280,10 @@ func PlanScenarios(scenarios []string, nodes []NodeState, clientNode, serverNode
 		}
 		st, ok := byName[n]
 		if !ok {
-			return nil, &FlagError{fmt.Sprintf("%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))}
+			return nil, errkind.Errorf(ErrInvalid, "%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))
 		}
 		if st.Unusable != "" {
-			return nil, &FlagError{fmt.Sprintf("%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))}
+			return nil, errkind.Errorf(ErrInvalid, "%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))
 		}
 	}
 	a := clientNode
@@ -379,7 +375,7 @@ func PickNode(flag string, sel labels.Selector, nodes []corev1.Node, states []No
 		}
 	}
 	if len(match) == 0 {
-		return "", &FlagError{fmt.Sprintf("%s %s: matches no usable node (nodes: %s)", flag, sel.String(), describeNodes(states))}
+		return "", errkind.Errorf(ErrInvalid, "%s %s: matches no usable node (nodes: %s)", flag, sel.String(), describeNodes(states))
 	}
 	for _, m := range match {
 		if m != avoid {
