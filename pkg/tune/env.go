@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/ovsdb"
 )
 
 // Env is where knobs read and write: the roots of /proc, /sys and /dev, the
@@ -31,7 +32,7 @@ type Env struct {
 
 // DefaultEnv returns an Env on the real host.
 func DefaultEnv() *Env {
-	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", OVSDB: "/var/run/openvswitch/db.sock"}
+	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", OVSDB: ovsdb.DefaultSocket}
 }
 
 // WithNetns returns a copy of e that works inside the named namespace.
@@ -78,7 +79,7 @@ func EnvAt(root string) *Env {
 	e.ProcRoot = filepath.Join(root, "proc")
 	e.SysRoot = filepath.Join(root, "sys")
 	e.DevRoot = filepath.Join(root, "dev")
-	e.OVSDB = filepath.Join(root, "var/run/openvswitch/db.sock")
+	e.OVSDB = filepath.Join(root, ovsdb.DefaultSocket)
 	e.NIC, e.Links, e.Rules = liveOnly{}, liveOnly{}, liveOnly{}
 	return e
 }
