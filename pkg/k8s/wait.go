@@ -17,7 +17,7 @@ import (
 )
 
 // Every wait on the cluster — for a pod, a Service, a namespace to be
-// usable or gone, the audit's pods — polls through poll, which is
+// usable or gone, the audit's pods — polls through pollUntil, which is
 // apimachinery's wait.PollUntilContextTimeout; each wait keeps its own
 // timeout and turns errPollTimeout into a message naming what it waited
 // for.
@@ -29,16 +29,16 @@ func (r *Runner) poll() time.Duration {
 	return 500 * time.Millisecond
 }
 
-// errPollTimeout is poll's answer when its timeout passed first.
+// errPollTimeout is pollUntil's answer when its timeout passed first.
 var errPollTimeout = errors.New("poll timed out")
 
-// poll calls cond at once, then every interval, until cond is done or
+// pollUntil calls cond at once, then every interval, until cond is done or
 // fails (its error is returned as it is), ctx ends (ctx.Err()) or timeout
 // passes (errPollTimeout); timeout <= 0 leaves ctx alone to end it. cond
 // gets no context: it calls the API with the caller's ctx rather than the
 // poll's deadline, so a call still in flight when the time runs out
 // completes and the timeout's message can say what was seen last.
-func poll(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
+func pollUntil(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
 	var condErr error
 	check := func(context.Context) (bool, error) {
 		done, err := cond()
@@ -91,7 +91,7 @@ func podFinished(p *corev1.Pod) bool {
 // one line built from the pod's status and events.
 func (r *Runner) waitPod(ctx context.Context, ns, name string, timeout time.Duration, cond podCond) (*corev1.Pod, error) {
 	var pod *corev1.Pod
-	err := poll(ctx, r.poll(), timeout, func() (bool, error) {
+	err := pollUntil(ctx, r.poll(), timeout, func() (bool, error) {
 		p, err := r.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -159,7 +159,7 @@ func crashed(p *corev1.Pod) (container string, previous bool) {
 // that says a node's rules are in place.
 func (r *Runner) waitService(ctx context.Context, ns, name, podIP string, timeout time.Duration) (string, error) {
 	var ip string
-	err := poll(ctx, r.poll(), timeout, func() (bool, error) {
+	err := pollUntil(ctx, r.poll(), timeout, func() (bool, error) {
 		svc, err := r.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, APIError("get", "service "+name, err)
@@ -206,7 +206,7 @@ func sliceHasReady(slices []discoveryv1.EndpointSlice, ip string) bool {
 // created in it. It reports whether this run created it (and so deletes it).
 func (r *Runner) ensureNamespace(ctx context.Context, ns, id string, timeout time.Duration) (created bool, err error) {
 	api := r.Client.CoreV1().Namespaces()
-	err = poll(ctx, r.poll(), timeout, func() (bool, error) {
+	err = pollUntil(ctx, r.poll(), timeout, func() (bool, error) {
 		for {
 			cur, err := api.Get(ctx, ns, metav1.GetOptions{})
 			switch {
@@ -240,7 +240,7 @@ func (r *Runner) ensureNamespace(ctx context.Context, ns, id string, timeout tim
 func (r *Runner) waitPodsGone(ctx context.Context, ns, selector string) error {
 	var left []corev1.Pod
 	var listErr error
-	err := poll(ctx, r.poll(), 0, func() (bool, error) {
+	err := pollUntil(ctx, r.poll(), 0, func() (bool, error) {
 		pods, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			listErr = APIError("list", "pods", err)
@@ -257,7 +257,7 @@ func (r *Runner) waitPodsGone(ctx context.Context, ns, selector string) error {
 
 // waitNamespacesGone polls until none of the namespaces exists, or timeout.
 func waitNamespacesGone(ctx context.Context, cs kubernetes.Interface, pending []string, timeout, interval time.Duration) error {
-	err := poll(ctx, interval, timeout, func() (bool, error) {
+	err := pollUntil(ctx, interval, timeout, func() (bool, error) {
 		var still []string
 		for _, n := range pending {
 			if _, err := cs.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{}); err == nil {
@@ -281,7 +281,7 @@ func waitNamespacesGone(ctx context.Context, cs kubernetes.Interface, pending []
 func (r *Runner) waitAudits(ctx context.Context, ns, ds string, timeout time.Duration) ([]corev1.Pod, error) {
 	sel := RunSelector(r.RunID)
 	var pods []corev1.Pod
-	err := poll(ctx, r.poll(), timeout, func() (bool, error) {
+	err := pollUntil(ctx, r.poll(), timeout, func() (bool, error) {
 		cur, err := r.Client.AppsV1().DaemonSets(ns).Get(ctx, ds, metav1.GetOptions{})
 		if err != nil {
 			return false, APIError("get", "daemonset "+ds, err)
