@@ -93,19 +93,16 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 var usageErrors = []error{
 	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
-	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid,
+	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid,
 }
 
-// usage marks the errors in usageErrors (and k8s's flag errors) as usage
-// errors, which exit 2; others pass unchanged.
+// usage marks the errors in usageErrors as usage errors, which exit 2;
+// others pass unchanged.
 func usage(err error) error {
 	for _, u := range usageErrors {
 		if errors.Is(err, u) {
 			return UsageError{err}
 		}
-	}
-	if k8s.IsFlagError(err) {
-		return UsageError{err}
 	}
 	return err
 }

@@ -99,37 +99,9 @@ func (r *Runner) Audit(ctx context.Context, o AuditOptions) (_ []NodeAudit, err 
 	}
 	fmt.Fprintf(o.Log, "daemonset %s/%s created; waiting for every node's audit\n", ns, ds.Name)
 
-	sel := RunSelector(r.RunID)
-	deadline := time.Now().Add(o.Timeout)
-	var pods []corev1.Pod
-	for {
-		cur, err := r.Client.AppsV1().DaemonSets(ns).Get(ctx, ds.Name, metav1.GetOptions{})
-		if err != nil {
-			return nil, APIError("get", "daemonset "+ds.Name, err)
-		}
-		pl, err := r.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return nil, APIError("list", "audit pods", err)
-		}
-		pods = pl.Items
-		desired := int(cur.Status.DesiredNumberScheduled)
-		settled := 0
-		for i := range pods {
-			if auditSettled(&pods[i]) {
-				settled++
-			}
-		}
-		if desired > 0 && len(pods) >= desired && settled == len(pods) {
-			break
-		}
-		if time.Now().After(deadline) {
-			break // report what finished; the rest get their reason below
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(r.poll()):
-		}
+	pods, err := r.waitAudits(ctx, ns, ds.Name, o.Timeout)
+	if err != nil {
+		return nil, err
 	}
 	if len(pods) == 0 {
 		return nil, fmt.Errorf("daemonset %s started no pod within %s (no node can run it?)", ds.Name, o.Timeout)

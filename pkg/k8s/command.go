@@ -14,6 +14,12 @@ import (
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
+// ErrInvalid is matched (errors.Is) by the errors the user fixes by
+// changing the command line: a flag's value, a node choice the cluster
+// cannot honour (PlanScenarios, PickNode), a --services count it cannot
+// take (CheckServices). The CLI exits 2 for them.
+var ErrInvalid = errors.New("invalid k8s flags")
+
 // ClusterFlags choose the cluster (as kubectl does) and, for the commands
 // that start pods, the namespace and image.
 type ClusterFlags struct {
@@ -108,7 +114,7 @@ type RunCommand struct {
 	Experiment string
 }
 
-// Run checks every flag (a *FlagError, before the cluster is contacted),
+// Run checks every flag (an ErrInvalid, before the cluster is contacted),
 // plans the run against the cluster, measures it while storing each sample
 // in the results database, and prints the stored run's report (or JSON)
 // to out. Progress goes to log. A run stored with failed steps prints what

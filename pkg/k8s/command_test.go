@@ -3,6 +3,7 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,16 +24,16 @@ func TestCommandsCheckFlagsBeforeTheCluster(t *testing.T) {
 	} {
 		var out, log bytes.Buffer
 		err := c.Run(context.Background(), &out, &log)
-		if !IsFlagError(err) || out.Len()+log.Len() > 0 {
+		if !errors.Is(err, ErrInvalid) || out.Len()+log.Len() > 0 {
 			t.Errorf("%s: got %v, want a flag error before anything is printed", name, err)
 		}
 	}
-	if _, err := (AuditCommand{Cluster: badPolicy}).Run(context.Background(), &bytes.Buffer{}); !IsFlagError(err) {
+	if _, err := (AuditCommand{Cluster: badPolicy}).Run(context.Background(), &bytes.Buffer{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("audit with a bad pull policy: %v", err)
 	}
 	// With good flags the next step is the cluster, which is not there.
 	var out, log bytes.Buffer
-	if err := (RunCommand{RunFlags: good, Cluster: cf}).Run(context.Background(), &out, &log); err == nil || IsFlagError(err) {
+	if err := (RunCommand{RunFlags: good, Cluster: cf}).Run(context.Background(), &out, &log); err == nil || errors.Is(err, ErrInvalid) {
 		t.Errorf("good flags, no cluster: %v", err)
 	}
 }

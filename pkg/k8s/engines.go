@@ -1,7 +1,6 @@
 package k8s
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	_ "github.com/cnibench/cnibench/pkg/driver/iperf3"
 	_ "github.com/cnibench/cnibench/pkg/driver/qperf"
 	_ "github.com/cnibench/cnibench/pkg/driver/sockperf"
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/units"
@@ -46,9 +46,9 @@ func (e EngineRun) IsTool() bool { return e.Name != EngineBuiltin }
 // lab would (driver.CheckSpec builds the real commands). With one engine,
 // every test must be one it has; with several (a cross-check), a tool
 // measures the tests it has, as the lab's crosscheck does, and must have
-// at least one. Every error is a *FlagError.
+// at least one. Every error matches ErrInvalid.
 func ParseEngines(list string, tests []string, sizes []int, duration, warmup time.Duration, parallel int) ([]EngineRun, error) {
-	bad := func(format string, a ...any) error { return &FlagError{fmt.Sprintf(format, a...)} }
+	bad := func(format string, a ...any) error { return errkind.Errorf(ErrInvalid, format, a...) }
 	names := units.SplitList(list)
 	if len(names) == 0 {
 		names = []string{EngineBuiltin}

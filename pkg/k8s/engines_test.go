@@ -47,9 +47,8 @@ func TestParseEngines(t *testing.T) {
 		{"builtin,sockperf", []string{"tcp_lat"}, []int{1}, time.Second, "--engine sockperf, tcp_lat at 1 bytes"},
 	} {
 		_, err := ParseEngines(c.list, c.tests, c.sizes, c.dur, 0, 1)
-		var fe *FlagError
-		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %v %v: got %v, want a FlagError with %q", c.list, c.tests, c.sizes, err, c.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v %v: got %v, want an ErrInvalid with %q", c.list, c.tests, c.sizes, err, c.want)
 		}
 	}
 	// RunFlags reach it.

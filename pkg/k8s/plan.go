@@ -1,6 +1,8 @@
 package k8s
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -8,6 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cnibench/cnibench/pkg/errkind"
+	"github.com/cnibench/cnibench/pkg/runid"
 )
 
 // Scenario names.
@@ -68,6 +73,99 @@ func ParseScenarios(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Plan is what a run will do: where each scenario goes and in which order
+// the client pods run.
+type Plan struct {
+	RunID      string      `json:"run_id"`
+	Namespace  string      `json:"namespace"`
+	Cluster    *Cluster    `json:"cluster"`
+	Placements []Placement `json:"placements"`
+	Engines    []EngineRun `json:"engines"`
+	// EngineSkips are the (scenario/engine) pairs left out of a scenario
+	// that runs with other engines, and why.
+	EngineSkips map[string]string `json:"engine_skips,omitempty"`
+	Steps       []Step            `json:"-"`
+	// nodes are the Node objects as Prepare read them.
+	nodes []corev1.Node
+}
+
+// Prepare reads the cluster and places the scenarios. It creates nothing.
+func (r *Runner) Prepare(ctx context.Context, o Options) (*Plan, error) {
+	o.defaults()
+	if r.RunID == "" {
+		r.RunID = runid.New()
+	}
+	if o.Image == "" {
+		return nil, errors.New("no image: pass --image")
+	}
+	cl, nodes, err := Fingerprint(ctx, r.Client)
+	if err != nil {
+		return nil, err
+	}
+	var sel labels.Selector
+	if o.NodeSelector != "" {
+		if sel, err = labels.Parse(o.NodeSelector); err != nil {
+			return nil, errkind.Errorf(ErrInvalid, "--node-selector %q: %v", o.NodeSelector, err)
+		}
+	}
+	states := NodeStatesFor(nodes, sel, o.TolerateTaints)
+	cn, sn := o.ClientNode, o.ServerNode
+	for _, role := range []struct {
+		flag, byName, expr string
+		node               *string
+		avoid              func() string
+	}{
+		{"--client-node-selector", "--client-node", o.ClientSelector, &cn, func() string { return "" }},
+		{"--server-node-selector", "--server-node", o.ServerSelector, &sn, func() string { return cn }},
+	} {
+		if role.expr == "" {
+			continue
+		}
+		if *role.node != "" {
+			return nil, errkind.Errorf(ErrInvalid, "%s and %s: give one of them", role.byName, role.flag)
+		}
+		rs, err := labels.Parse(role.expr)
+		if err != nil {
+			return nil, errkind.Errorf(ErrInvalid, "%s %q: %v", role.flag, role.expr, err)
+		}
+		if *role.node, err = PickNode(role.flag, rs, nodes, states, role.avoid()); err != nil {
+			return nil, err
+		}
+	}
+	pl, err := PlanScenarios(o.Scenarios, states, cn, sn)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pl {
+		if pl[i].Hairpin && pl[i].Skip == "" {
+			pl[i].Skip = HairpinSkip(cl.Version)
+		}
+	}
+	engines := o.engines()
+	pl, engineSkips, steps := planEngines(pl, engines, o.Repeats)
+	if len(steps) == 0 {
+		var why []string
+		for _, p := range pl {
+			why = append(why, p.Scenario+": "+p.Skip)
+		}
+		return nil, fmt.Errorf("no scenario can run on this cluster (%s)", strings.Join(why, "; "))
+	}
+	if o.Services != 0 {
+		svc := false
+		for _, p := range pl {
+			svc = svc || (p.ViaService && p.Skip == "")
+		}
+		if !svc {
+			return nil, errkind.Errorf(ErrInvalid, "--services %d: needs the %s scenario, which this run does not measure", o.Services, ScenarioService)
+		}
+		if err := CheckServices(ctx, r.Client, o.Namespace, o.Services); err != nil {
+			return nil, err
+		}
+	}
+	return &Plan{RunID: r.RunID, Namespace: o.Namespace, Cluster: cl, Placements: pl, Engines: engines,
+		EngineSkips: engineSkips, Steps: steps, nodes: nodes}, nil
 }
 
 // Placement says where one scenario's pods go, or why it is skipped.
@@ -158,11 +256,6 @@ func describeNodes(states []NodeState) string {
 	return strings.Join(parts, ", ")
 }
 
-// FlagError is a user's node choice that the cluster cannot honour.
-type FlagError struct{ Msg string }
-
-func (e *FlagError) Error() string { return e.Msg }
-
 // PlanScenarios places each scenario on nodes. clientNode and serverNode
 // are the user's choice ("" = pick): the client goes to clientNode or the
 // first usable node, the server of a two-node scenario to serverNode or the
@@ -187,10 +280,10 @@ func PlanScenarios(scenarios []string, nodes []NodeState, clientNode, serverNode
 		}
 		st, ok := byName[n]
 		if !ok {
-			return nil, &FlagError{fmt.Sprintf("%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))}
+			return nil, errkind.Errorf(ErrInvalid, "%s %s: no such node (nodes: %s)", flag, n, describeNodes(nodes))
 		}
 		if st.Unusable != "" {
-			return nil, &FlagError{fmt.Sprintf("%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))}
+			return nil, errkind.Errorf(ErrInvalid, "%s %s: node is %s (nodes: %s)", flag, n, st.Unusable, describeNodes(nodes))
 		}
 	}
 	a := clientNode
@@ -282,7 +375,7 @@ func PickNode(flag string, sel labels.Selector, nodes []corev1.Node, states []No
 		}
 	}
 	if len(match) == 0 {
-		return "", &FlagError{fmt.Sprintf("%s %s: matches no usable node (nodes: %s)", flag, sel.String(), describeNodes(states))}
+		return "", errkind.Errorf(ErrInvalid, "%s %s: matches no usable node (nodes: %s)", flag, sel.String(), describeNodes(states))
 	}
 	for _, m := range match {
 		if m != avoid {

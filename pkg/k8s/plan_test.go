@@ -101,8 +101,7 @@ func TestPlanScenarios(t *testing.T) {
 		{"", "cp", "--server-node cp: node is tainted"},
 	} {
 		_, err := PlanScenarios(Scenarios, three, tc.client, tc.server)
-		var fe *FlagError
-		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "w1") {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "w1") {
 			t.Errorf("%+v: %v", tc, err)
 		}
 	}

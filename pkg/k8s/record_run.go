@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/limits"
 	"github.com/cnibench/cnibench/pkg/result"
@@ -39,9 +39,9 @@ type RunFlags struct {
 // Options checks the flags — scenarios, tests, every size for every test
 // (one client pod runs them all), parallelism, repeats and times — and
 // returns the run's options (the cluster's part left to the caller) and
-// the sizes. Every error is a *FlagError.
+// the sizes. Every error matches ErrInvalid.
 func (f RunFlags) Options() (Options, []int, error) {
-	bad := func(format string, a ...any) error { return &FlagError{fmt.Sprintf(format, a...)} }
+	bad := func(format string, a ...any) error { return errkind.Errorf(ErrInvalid, format, a...) }
 	sc, err := ParseScenarios(f.Scenarios)
 	if err != nil {
 		return Options{}, nil, bad("--scenarios: %v", err)
@@ -197,23 +197,15 @@ func (c *Cluster) WriteNodes(w io.Writer) error {
 	return tw.Flush()
 }
 
-// IsFlagError reports whether err is the user's to fix: a *FlagError, or
-// a *ServicesError (a --services value the cluster cannot take).
-func IsFlagError(err error) bool {
-	var fe *FlagError
-	var se *ServicesError
-	return errors.As(err, &fe) || errors.As(err, &se)
-}
-
-// ResolveImage checks a pull policy (Always, IfNotPresent, Never; a
-// *FlagError otherwise) and names the image a run uses: ref when given,
+// ResolveImage checks a pull policy (Always, IfNotPresent, Never; an
+// ErrInvalid otherwise) and names the image a run uses: ref when given,
 // else the name `cnibench image build` gives the running binary.
 func ResolveImage(ref, pullPolicy, version string) (string, corev1.PullPolicy, error) {
 	pp := corev1.PullPolicy(pullPolicy)
 	switch pp {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
-		return "", "", &FlagError{fmt.Sprintf("--image-pull-policy %q: use Always, IfNotPresent or Never", pullPolicy)}
+		return "", "", errkind.Errorf(ErrInvalid, "--image-pull-policy %q: use Always, IfNotPresent or Never", pullPolicy)
 	}
 	if ref != "" {
 		return ref, pp, nil

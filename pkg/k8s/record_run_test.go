@@ -94,9 +94,8 @@ func TestRunFlags(t *testing.T) {
 		f := ok
 		c.edit(&f)
 		_, _, err := f.Options()
-		var fe *FlagError
-		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: got %v, want a FlagError with %q", f, err, c.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an ErrInvalid with %q", f, err, c.want)
 		}
 	}
 }
@@ -105,7 +104,7 @@ func TestResolveImage(t *testing.T) {
 	if ref, pp, err := ResolveImage("reg/x:1", "Never", "v"); err != nil || ref != "reg/x:1" || pp != corev1.PullNever {
 		t.Errorf("%s %s %v", ref, pp, err)
 	}
-	if _, _, err := ResolveImage("reg/x:1", "Sometimes", "v"); !IsFlagError(err) {
+	if _, _, err := ResolveImage("reg/x:1", "Sometimes", "v"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad policy: %v", err)
 	}
 }

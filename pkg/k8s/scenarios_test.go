@@ -242,7 +242,7 @@ func TestPrepareChoosesNodePairByLabel(t *testing.T) {
 		o.ClientSelector, o.ServerSelector = "zone=b", "zone=c"
 		tc.mod(&o)
 		_, err := fc.runner().Prepare(ctx, o)
-		if !IsFlagError(err) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a flag error with %q, got %v", tc.want, err)
 		}
 	}

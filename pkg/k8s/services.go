@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
@@ -84,12 +85,6 @@ func FillerSlice(o PodOptions, i int) *discoveryv1.EndpointSlice {
 	}
 }
 
-// ServicesError is a --services value the cluster cannot take; it is
-// returned before anything is created.
-type ServicesError struct{ Msg string }
-
-func (e *ServicesError) Error() string { return e.Msg }
-
 // ErrServicesForbidden is wrapped when RBAC does not let the user create
 // and delete the fillers.
 var ErrServicesForbidden = errors.New("RBAC denied")
@@ -100,10 +95,12 @@ var ErrServicesForbidden = errors.New("RBAC denied")
 // and the free addresses of the Service CIDR where the cluster publishes
 // its ServiceCIDR objects (networking.k8s.io, beta in 1.31 and off by
 // default; without it the range is not readable from the API and a full
-// range shows up as a create error, after which the run cleans up).
+// range shows up as a create error, after which the run cleans up). A
+// count beyond a limit matches ErrInvalid; RBAC's refusal wraps
+// ErrServicesForbidden.
 func CheckServices(ctx context.Context, cs kubernetes.Interface, ns string, n int) error {
 	if n < 0 || n > MaxServices {
-		return &ServicesError{fmt.Sprintf("--services %d: must be 0-%d", n, MaxServices)}
+		return errkind.Errorf(ErrInvalid, "--services %d: must be 0-%d", n, MaxServices)
 	}
 	if n == 0 {
 		return nil
@@ -142,14 +139,14 @@ func CheckServices(ctx context.Context, cs kubernetes.Interface, ns string, n in
 				used := q.Status.Used[res]
 				// +1: the measured Service counts too.
 				if free := hard.Value() - used.Value(); int64(n)+1 > free {
-					return &ServicesError{fmt.Sprintf("--services %d: ResourceQuota %s/%s allows %d more %s (hard %d, used %d)",
-						n, ns, q.Name, max(free, 0), res, hard.Value(), used.Value())}
+					return errkind.Errorf(ErrInvalid, "--services %d: ResourceQuota %s/%s allows %d more %s (hard %d, used %d)",
+						n, ns, q.Name, max(free, 0), res, hard.Value(), used.Value())
 				}
 			}
 		}
 	}
 	if free, cidrs, ok := freeServiceIPs(ctx, cs); ok && int64(n)+1 > free {
-		return &ServicesError{fmt.Sprintf("--services %d: the Service CIDR (%s) has %d free addresses", n, cidrs, max(free, 0))}
+		return errkind.Errorf(ErrInvalid, "--services %d: the Service CIDR (%s) has %d free addresses", n, cidrs, max(free, 0))
 	}
 	return nil
 }

@@ -1,547 +1,310 @@
 package tune
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
+	"sync"
 
-	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"golang.org/x/sys/unix"
 )
 
-// DefaultJournalDir is where apply keeps its journals.
-const DefaultJournalDir = "/var/lib/cnibench/journal"
+// A Journal is how anything in cnibench other than a tune profile changes a
+// host or namespace setting: the lab's sysctls (ip_forward, socket buffer
+// limits, OVS's socket defaults), its offloads, and whatever later labs need
+// (hugepages). Each Set* method reads the value as it is, appends a change
+// entry holding that exact text and fsyncs it, and only then writes; the
+// journal is the same JSON-lines file Apply writes, so Rollback, Journals,
+// `tune status` and `tune rollback` read both alike.
+//
+// Besides registry knobs, a change entry's "knob" field may name one of the
+// kinds below; its "target" says which setting of that kind.
+const (
+	// KindSysctl is a file under /proc/sys; target is the dotted name
+	// (net.core.rmem_max), netns the namespace ("" = the host's).
+	KindSysctl = "sysctl"
+	// KindSysfs is a file under /sys; target is its path below /sys
+	// (kernel/mm/hugepages/hugepages-2048kB/nr_hugepages). Host scope.
+	KindSysfs = "sysfs"
+	// KindOffloads is one interface's ethtool features; target is the
+	// interface, old every changeable feature as "name=on|off" before the
+	// change (so dependent features come back too), new the features asked.
+	KindOffloads = "offloads"
+)
 
-// Entry is one line of a journal (JSON lines). A journal starts with one
-// "begin" entry; each change is a "change" entry written and fsynced BEFORE
-// the host is touched, followed by a "result" entry; an "undo" entry marks
-// one change restored early by its owner (Journal.Undo); a rollback appends
-// a "rollback" entry, ok when complete, which covers every change above it.
-type Entry struct {
-	Type string    `json:"type"` // begin | change | result | undo | rollback
-	Time time.Time `json:"time"`
-	Seq  int       `json:"seq,omitempty"`
+// ErrHeld is returned when a host-wide setting is already changed by another
+// journal in the same directory that is not rolled back (another lab that is
+// up, or one a killed process left): two owners of one host-wide value
+// cannot both undo it exactly, so the second is refused.
+var ErrHeld = errors.New("held by another journal")
 
-	// begin
-	ID      string  `json:"id,omitempty"`
-	Profile Profile `json:"profile,omitempty"`
-	Scope   string  `json:"scope,omitempty"` // host | lab:<name> | netns:<name>
-	Host    string  `json:"host,omitempty"`
+// ErrClosed is returned by a Journal's methods after Close.
+var ErrClosed = errors.New("journal closed")
 
-	// change (knob: a registry knob id, or KindSysctl, KindSysfs, KindOffloads)
-	Knob      string `json:"knob,omitempty"`
-	KnobScope Scope  `json:"knob_scope,omitempty"`
-	Netns     string `json:"netns,omitempty"`
-	Target    string `json:"target,omitempty"`
-	Old       string `json:"old,omitempty"`
-	OldAbsent bool   `json:"old_absent,omitempty"`
-	New       string `json:"new,omitempty"`
-
-	// result, rollback
-	OK    bool   `json:"ok,omitempty"`
-	Error string `json:"error,omitempty"`
+// JournalOptions says where a Journal is written and whose it is.
+type JournalOptions struct {
+	Dir string // default DefaultJournalDir
+	// ID is the owner's run id (a lab's), written in the begin entry and
+	// the file name; default a new one.
+	ID string
+	// Scope names the owner in `tune status`: "lab:<name>", "host", …
+	Scope string
+	// Env is where values are read and written; default DefaultEnv().
+	Env *Env
 }
 
-// lockDir takes an exclusive advisory lock on dir/.lock, so two applies or
-// rollbacks on one journal directory never interleave their reads and writes.
-func lockDir(dir string) (unlock func(), err error) {
-	f, err := openLock(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	return func() { f.Close() }, nil // closing releases the lock
-}
-
-// openLock opens (creating) dir/.lock, the file lockDir flocks.
-func openLock(dir string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create journal dir: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("journal lock: %w", err)
-	}
-	return f, nil
-}
-
-// journal is an open journal file; every append is fsynced.
-type journal struct {
-	f    *os.File
+// Journal is an open journal for changes made one by one. It is safe for
+// concurrent use; changes are serialised.
+type Journal struct {
+	env  *Env
+	dir  string
+	id   string
 	path string
+
+	mu      sync.Mutex
+	j       *journal
+	lockf   *os.File // the directory's .lock, flocked around each change
+	seq     int
+	changes map[int]Entry // change entries by seq, for Undo
 }
 
-func createJournal(dir, id string) (*journal, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create journal dir: %w", err)
+// NewJournal creates a journal file with its begin entry, durably, before
+// any change is made.
+func NewJournal(o JournalOptions) (*Journal, error) {
+	if o.Dir == "" {
+		o.Dir = DefaultJournalDir
 	}
-	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + id + ".jsonl"
-	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create journal: %w", err)
+	if o.ID == "" {
+		o.ID = runid.New()
 	}
-	// The directory entry must be durable too, or a crash could lose the
-	// file while the host keeps the changes.
-	if err := syncDir(dir); err != nil {
-		f.Close()
-		return nil, err
+	if o.Env == nil {
+		o.Env = DefaultEnv()
 	}
-	return &journal{f: f, path: p}, nil
-}
-
-func openJournalAppend(p string) (*journal, error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	lockf, err := openLock(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	return &journal{f: f, path: p}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	j, err := createJournal(o.Dir, o.ID)
 	if err != nil {
-		return fmt.Errorf("sync journal dir: %w", err)
+		lockf.Close()
+		return nil, err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync journal dir: %w", err)
+	host, _ := os.Hostname()
+	if err := j.append(Entry{Type: "begin", ID: o.ID, Scope: o.Scope, Host: host}); err != nil {
+		j.close()
+		lockf.Close()
+		return nil, err
 	}
-	return nil
+	return &Journal{env: o.Env, dir: o.Dir, id: o.ID, path: j.path, j: j, lockf: lockf, changes: map[int]Entry{}}, nil
 }
 
-func (j *journal) append(e Entry) error { return j.write(e, true) }
+// Path is the journal file; record it where the owner keeps its state, and
+// pass it to Rollback to undo every change.
+func (j *Journal) Path() string { return j.path }
 
-// appendUnsynced is for lines rollback does not depend on (a result): a
-// killed process loses nothing the kernel has accepted, and a lost result
-// only shows the change as unfinished.
-func (j *journal) appendUnsynced(e Entry) error { return j.write(e, false) }
+// Seq is the number of changes recorded so far: a mark for Undo.
+func (j *Journal) Seq() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.seq
+}
 
-func (j *journal) write(e Entry, sync bool) error {
-	if e.Time.IsZero() {
-		e.Time = time.Now().UTC()
+// Close closes the file; the journal stays on disk for Rollback.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.j == nil {
+		return nil
 	}
-	b, err := json.Marshal(e)
+	err := j.j.close()
+	j.lockf.Close()
+	j.j = nil
+	return err
+}
+
+// locked runs fn on the open journal holding both its mutex and the
+// directory lock (the one Rollback and Apply take).
+func (j *Journal) locked(fn func() error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.j == nil {
+		return ErrClosed
+	}
+	if err := unix.Flock(int(j.lockf.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("journal lock: %w", err)
+	}
+	defer func() { _ = unix.Flock(int(j.lockf.Fd()), unix.LOCK_UN) }()
+	return fn()
+}
+
+// record journals e (fsynced) and then runs write, under the directory lock
+// so that no rollback reads the journal between the two. A host-wide target
+// another journal of the directory holds is refused before anything is
+// written.
+func (j *Journal) record(e Entry, write func() error) error {
+	return j.locked(func() error {
+		if e.KnobScope == ScopeHost {
+			if holder, ok := heldElsewhere(j.dir, j.path, e); ok {
+				return fmt.Errorf("%s %s: %w %s (%s): undo that first (`cnibench lab down`, `lab clean --id %s` or `tune rollback --journal %s`)",
+					e.Knob, e.Target, ErrHeld, holder.Path, holder.Scope, holder.ID, holder.Path)
+			}
+		}
+		j.seq++
+		e.Type, e.Seq = "change", j.seq
+		if err := j.j.append(e); err != nil {
+			j.seq--
+			return err // without a durable record the change must not happen
+		}
+		j.changes[e.Seq] = e
+		werr := write()
+		res := Entry{Type: "result", Seq: e.Seq, OK: werr == nil}
+		if werr != nil {
+			res.Error = werr.Error()
+		}
+		// The result line is for `tune status`; rollback trusts the change line
+		// alone (restoring a value that was never changed is harmless).
+		if err := j.j.appendUnsynced(res); err != nil && werr == nil {
+			return err
+		}
+		return werr
+	})
+}
+
+// heldElsewhere finds another journal in dir that holds a change of the
+// same host-wide setting.
+func heldElsewhere(dir, self string, e Entry) (JournalInfo, bool) {
+	js, _ := Journals(dir)
+	for _, info := range js {
+		if info.Path == self || info.Held == 0 {
+			continue
+		}
+		held, err := HeldChanges(info.Path)
+		if err != nil {
+			continue
+		}
+		for _, h := range held {
+			if h.KnobScope == ScopeHost && h.Netns == "" && h.Knob == e.Knob && h.Target == e.Target {
+				return info, true
+			}
+		}
+	}
+	return JournalInfo{}, false
+}
+
+// SetSysctl is `sysctl -w name=value` inside namespace ns ("" = the host's
+// namespace, where the change is host scope), journaled. A value already
+// equal (whitespace aside) is left alone and not journaled.
+func (j *Journal) SetSysctl(ns, name, value string) error {
+	rel, err := sysctlRel(name)
 	if err != nil {
 		return err
 	}
-	if _, err := j.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("write journal %s: %w", j.path, err)
+	scope := ScopeHost
+	if ns != "" {
+		scope = ScopeNetns
 	}
-	if !sync {
+	e := j.env.WithNetns(ns)
+	// /proc/sys/net shows the namespace of the thread that opens the file:
+	// read, journal and write on the one switched thread.
+	return e.do(func() error {
+		raw, err := readFile(e.proc(rel))
+		if err != nil {
+			return fmt.Errorf("sysctl %s%s: %w", name, inNetns(ns), err)
+		}
+		if norm(raw) == norm(value) {
+			return nil
+		}
+		err = j.record(Entry{Knob: KindSysctl, KnobScope: scope, Netns: ns, Target: name, Old: raw, New: value},
+			func() error { return writeFile(e.proc(rel), value) })
+		if err != nil {
+			return fmt.Errorf("sysctl %s=%s%s: %w", name, value, inNetns(ns), err)
+		}
+		return nil
+	})
+}
+
+// SetSysfs writes value to /sys/<rel> (host scope), journaled; an equal
+// value is left alone.
+func (j *Journal) SetSysfs(rel, value string) error {
+	if rel == "" || filepath.IsAbs(rel) || filepath.Clean(rel) != rel || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("sysfs path %q: want a clean path below /sys", rel)
+	}
+	p := j.env.sys(rel)
+	raw, err := readFile(p)
+	if err != nil {
+		return fmt.Errorf("sysfs %s: %w", rel, err)
+	}
+	if norm(raw) == norm(value) {
 		return nil
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync journal %s: %w", j.path, err)
+	if err := j.record(Entry{Knob: KindSysfs, KnobScope: ScopeHost, Target: rel, Old: raw, New: value},
+		func() error { return writeFile(p, value) }); err != nil {
+		return fmt.Errorf("sysfs %s=%s: %w", rel, value, err)
 	}
 	return nil
 }
 
-func (j *journal) close() error { return j.f.Close() }
-
-// ErrEmptyJournal is returned for a journal without one whole entry: its
-// writer was killed while creating it, before any change (a change is
-// made only after its entry is fsynced, and the begin entry comes first).
-// Rollback treats it as nothing to undo.
-var ErrEmptyJournal = errors.New("no entry: stopped before its first change, nothing to roll back")
-
-// ReadJournal parses a journal. A torn last line (crash during a write) is
-// ignored: its change never reached the host, because the host is changed
-// only after the line is fsynced.
-func ReadJournal(p string) ([]Entry, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Entry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	line := 0
-	var pending error
-	for sc.Scan() {
-		line++
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue // a blank line (an editor's) holds no entry
-		}
-		if pending != nil {
-			return nil, pending // a bad line that is not the last one
-		}
-		var e Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			pending = fmt.Errorf("journal %s line %d: %w", p, line, err)
-			continue
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read journal %s: %w", p, err)
-	}
-	if len(out) == 0 {
-		// Empty, or only a torn first line: the process stopped before its
-		// begin entry reached the disk, so it changed nothing.
-		return nil, fmt.Errorf("journal %s: %w", p, ErrEmptyJournal)
-	}
-	if out[0].Type != "begin" {
-		return nil, fmt.Errorf("journal %s: does not start with a begin entry", p)
-	}
-	return out, nil
-}
-
-// Change is one planned or applied write.
-type Change struct {
-	Knob   string `json:"knob"`
-	Netns  string `json:"netns,omitempty"`
-	Target string `json:"target,omitempty"`
-	Old    string `json:"old"`
-	New    string `json:"new"`
-	Error  string `json:"error,omitempty"`
-}
-
-// Skip is a knob apply did not change, and why.
-type Skip struct {
-	Knob   string `json:"knob"`
-	Netns  string `json:"netns,omitempty"`
-	Target string `json:"target,omitempty"`
-	Reason string `json:"reason"`
-}
-
-// ApplyOptions says what to apply where.
-type ApplyOptions struct {
-	Env     *Env
-	Profile Profile
-	Knobs   []*Knob
-	// Netns, when not empty, restricts apply to per-namespace knobs inside
-	// these namespaces (lab scope). Empty means the host.
-	Netns []string
-	// ScopeLabel is recorded in the journal (host, lab:<name>, netns:<name>).
-	ScopeLabel string
-	DryRun     bool
-	JournalDir string
-}
-
-// ApplyReport is what apply did.
-type ApplyReport struct {
-	Journal string   `json:"journal,omitempty"`
-	Changes []Change `json:"changes"`
-	Skipped []Skip   `json:"skipped"`
-}
-
-// Failed counts changes that did not take.
-func (r *ApplyReport) Failed() int {
-	n := 0
-	for _, c := range r.Changes {
-		if c.Error != "" {
-			n++
+// SetOffloads is `ethtool -K ifname gro off tso on …` inside namespace ns
+// ("" = this one), through the SIOCETHTOOL ioctl — cnibench's one ethtool
+// path —, journaled. Like ethtool, a short name (OffloadNames) changes every
+// kernel feature of its group that the driver lets change; the short names
+// whose features are all fixed by the driver are returned, so the caller
+// can say so.
+func (j *Journal) SetOffloads(ns, ifname string, set map[string]bool) (fixed []string, err error) {
+	for short := range set {
+		if _, ok := offloadGroups[short]; !ok {
+			return nil, fmt.Errorf("offload %q: unknown (known: %s)", short, strings.Join(OffloadNames(), ", "))
 		}
 	}
-	return n
-}
-
-// afterWrite is called after every host write of apply; tests use it to
-// kill the process between two writes.
-var afterWrite func(n int)
-
-type plannedChange struct {
-	knob *Knob
-	env  *Env
-	f    Finding
-}
-
-// plan audits the selected knobs and returns what apply would write.
-func plan(o ApplyOptions) ([]plannedChange, []Skip) {
-	var envs []*Env
-	if len(o.Netns) == 0 {
-		envs = []*Env{o.Env}
-	} else {
-		for _, n := range o.Netns {
-			envs = append(envs, o.Env.WithNetns(n))
-		}
-	}
-	var plan []plannedChange
-	var skips []Skip
-	for _, e := range envs {
-		var ks []*Knob
-		for _, k := range o.Knobs {
-			if len(o.Netns) > 0 && k.Scope != ScopeNetns {
-				continue // lab scope touches namespaces only, never the host
-			}
-			ks = append(ks, k)
-		}
-		for _, f := range Audit(e, ks, []Profile{o.Profile}) {
-			sk := Skip{Knob: f.Knob, Netns: f.Netns, Target: f.Target}
-			switch {
-			case f.Status == StatusOK, f.Status == StatusNoRec:
-				continue
-			case f.Status == StatusCannotRead:
-				sk.Reason = "cannot read: " + f.Why
-			case f.AuditOnly || f.knob.Write == nil:
-				sk.Reason = "audit only: " + f.knob.Why
-			case f.want == "":
-				sk.Reason = "differs but nothing to write: " + f.Why
-			default:
-				plan = append(plan, plannedChange{knob: f.knob, env: e, f: f})
-				continue
-			}
-			skips = append(skips, sk)
-		}
-	}
-	return plan, skips
-}
-
-// Apply writes the journal first, then changes the host knob by knob. A knob
-// that fails is recorded and the rest continue; the returned error is only
-// for failures that leave nothing safe to do (the journal cannot be written).
-func Apply(o ApplyOptions) (*ApplyReport, error) {
-	if o.JournalDir == "" {
-		o.JournalDir = DefaultJournalDir
-	}
-	todo, skips := plan(o)
-	rep := &ApplyReport{Skipped: skips, Changes: []Change{}}
-	if rep.Skipped == nil {
-		rep.Skipped = []Skip{}
-	}
-	for _, p := range todo {
-		rep.Changes = append(rep.Changes, Change{Knob: p.knob.ID, Netns: p.env.Netns, Target: p.f.Target,
-			Old: p.f.Current, New: p.f.want})
-	}
-	if o.DryRun || len(todo) == 0 {
-		return rep, nil
-	}
-	unlock, err := lockDir(o.JournalDir)
-	if err != nil {
-		return rep, err
-	}
-	defer unlock()
-	id := runid.New()
-	j, err := createJournal(o.JournalDir, id)
-	if err != nil {
-		return rep, err
-	}
-	defer j.close()
-	rep.Journal = j.path
-	host, _ := os.Hostname()
-	if err := j.append(Entry{Type: "begin", ID: id, Profile: o.Profile, Scope: o.ScopeLabel, Host: host}); err != nil {
-		return rep, err
-	}
-	for i, p := range todo {
-		e := Entry{Type: "change", Seq: i + 1, Knob: p.knob.ID, KnobScope: p.knob.Scope, Netns: p.env.Netns,
-			Target: p.f.Target, Old: p.f.cur.Raw, OldAbsent: p.f.cur.Absent, New: p.f.want}
-		if err := j.append(e); err != nil {
-			// Without a durable record the change must not happen.
-			for k := i; k < len(todo); k++ {
-				rep.Changes[k].Error = "not applied: " + err.Error()
-			}
-			return rep, err
-		}
-		werr := writeKnob(p.env, p.knob, p.f.Target, p.f.want, false)
-		res := Entry{Type: "result", Seq: i + 1, OK: werr == nil}
-		if werr != nil {
-			res.Error = werr.Error()
-			rep.Changes[i].Error = werr.Error()
-		}
-		if afterWrite != nil {
-			afterWrite(i + 1)
-		}
-		if err := j.append(res); err != nil {
-			return rep, err
-		}
-	}
-	return rep, nil
-}
-
-func writeKnob(e *Env, k *Knob, target, value string, absent bool) error {
-	if k.Write == nil {
-		return fmt.Errorf("knob %s cannot be written", k.ID)
-	}
-	if k.Scope == ScopeNetns {
-		return e.do(func() error { return k.Write(e, target, value, absent) })
-	}
-	return k.Write(e, target, value, absent)
-}
-
-// netnsExists is a variable so tests can simulate a vanished namespace.
-var netnsExists = netns.Exists
-
-// ErrRolledBack is returned when a journal was already rolled back.
-var ErrRolledBack = errors.New("already rolled back")
-
-// Rollback restores every change of the journal at path that is still held
-// (not undone, not rolled back before), newest first, using the values
-// exactly as they were read. Changes inside a namespace, or of an
-// interface, that no longer exists count as restored: the namespace took
-// its values with it. Entries whose write never happened (a crash between
-// the journal line and the write) restore the old value, which is harmless.
-// It keeps going past failures and returns them joined; only a complete
-// rollback is marked in the journal.
-func Rollback(e *Env, path string) (restored int, err error) {
-	unlock, err := lockDir(filepath.Dir(path))
-	if err != nil {
-		return 0, err
-	}
-	defer unlock()
-	return rollback(e, path)
-}
-
-func rollback(e *Env, path string) (restored int, err error) {
-	entries, err := ReadJournal(path)
-	if errors.Is(err, ErrEmptyJournal) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	held, rolledBack := heldChanges(entries)
-	if len(held) == 0 && rolledBack {
-		return 0, fmt.Errorf("journal %s: %w", path, ErrRolledBack)
-	}
-	var errs []error
-	for i := len(held) - 1; i >= 0; i-- {
-		en := held[i]
-		werr := restore(e, en)
-		if werr != nil && !errors.Is(werr, errGone) {
-			errs = append(errs, fmt.Errorf("restore %s%s: %w", en.Knob, where(en), werr))
-			continue
-		}
-		restored++
-	}
-	j, oerr := openJournalAppend(path)
-	if oerr != nil {
-		return restored, errors.Join(append(errs, oerr)...)
-	}
-	defer j.close()
-	mark := Entry{Type: "rollback", OK: len(errs) == 0}
-	if len(errs) > 0 {
-		mark.Error = errors.Join(errs...).Error()
-	}
-	if aerr := j.append(mark); aerr != nil {
-		errs = append(errs, aerr)
-	}
-	return restored, errors.Join(errs...)
-}
-
-func where(en Entry) string {
-	var parts []string
-	if en.Target != "" {
-		parts = append(parts, en.Target)
-	}
-	if en.Netns != "" {
-		parts = append(parts, "netns "+en.Netns)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-// JournalInfo summarises one journal for `tune status`.
-type JournalInfo struct {
-	Path       string    `json:"path"`
-	ID         string    `json:"id"`
-	Started    time.Time `json:"started"`
-	Profile    Profile   `json:"profile"`
-	Scope      string    `json:"scope"`
-	Changes    int       `json:"changes"`
-	Failed     int       `json:"failed"`
-	Unfinished int       `json:"unfinished"` // change lines without a result: crash mid-apply
-	// Held counts the changes still in effect: not undone, not rolled back.
-	Held       int    `json:"held"`
-	RolledBack bool   `json:"rolled_back"`
-	Error      string `json:"error,omitempty"`
-}
-
-// Journals lists the journals in dir, oldest first.
-func Journals(dir string) ([]JournalInfo, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) { // none there: an empty list
-		return nil, err
-	}
-	var out []JournalInfo
-	for _, d := range ents {
-		if d.IsDir() || !strings.HasSuffix(d.Name(), ".jsonl") {
-			continue
-		}
-		p := filepath.Join(dir, d.Name())
-		info := JournalInfo{Path: p}
-		es, err := ReadJournal(p)
-		if errors.Is(err, ErrEmptyJournal) {
-			continue // nothing was changed under it
-		}
+	e := j.env.WithNetns(ns)
+	err = e.do(func() error {
+		have, err := e.nic().Features(ifname)
 		if err != nil {
-			info.Error = err.Error()
-			out = append(out, info)
-			continue
+			return nicErr(ifname, "read offloads", err)
 		}
-		info.ID, info.Started, info.Profile, info.Scope = es[0].ID, es[0].Time, es[0].Profile, es[0].Scope
-		results := map[int]bool{}
-		held, rb := heldChanges(es)
-		info.Held = len(held)
-		for _, en := range es {
-			switch en.Type {
-			case "change":
-				info.Changes++
-			case "result":
-				results[en.Seq] = true
-				if !en.OK {
-					info.Failed++
+		change := map[string]bool{}
+		for short, on := range set {
+			n := 0
+			for _, f := range offloadGroups[short] {
+				if st, ok := have[f]; ok && !st.Fixed {
+					n++
+					if st.Active != on {
+						change[f] = on
+					}
 				}
 			}
-		}
-		// Rolled back: a complete rollback is recorded and no change was
-		// made after it.
-		info.RolledBack = rb && info.Held == 0
-		for _, en := range es {
-			if en.Type == "change" && !results[en.Seq] {
-				info.Unfinished++
+			if n == 0 {
+				fixed = append(fixed, short)
 			}
 		}
-		out = append(out, info)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+		sort.Strings(fixed)
+		if len(change) == 0 {
+			return nil
+		}
+		old := map[string]bool{}
+		for f, st := range have {
+			if !st.Fixed {
+				old[f] = st.Active
+			}
+		}
+		err = j.record(Entry{Knob: KindOffloads, KnobScope: ScopeNIC, Netns: ns, Target: ifname,
+			Old: formatFeatures(old), New: formatFeatures(change)},
+			func() error { return setFeatures(e.nic(), ifname, change) })
+		if err != nil {
+			return nicErr(ifname, "set offloads", err)
+		}
+		return nil
+	})
+	return fixed, err
 }
 
-// RollbackAll rolls back every journal in dir that is not rolled back yet,
-// newest first, so stacked applies unwind in order.
-func RollbackAll(e *Env, dir string) (journals, restored int, err error) {
-	if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
-		return 0, 0, nil
+func inNetns(ns string) string {
+	if ns == "" {
+		return ""
 	}
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer unlock()
-	js, err := Journals(dir)
-	if err != nil {
-		return 0, 0, err
-	}
-	var errs []error
-	for i := len(js) - 1; i >= 0; i-- {
-		if js[i].RolledBack {
-			continue
-		}
-		if js[i].Error != "" {
-			errs = append(errs, errors.New(js[i].Error))
-			continue
-		}
-		n, rerr := rollback(e, js[i].Path)
-		restored += n
-		journals++
-		if rerr != nil {
-			errs = append(errs, rerr)
-		}
-	}
-	return journals, restored, errors.Join(errs...)
+	return " in netns " + ns
 }

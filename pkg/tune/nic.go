@@ -458,3 +458,44 @@ func OffloadNames() []string {
 	out := slices.Sorted(maps.Keys(offloadGroups))
 	return out
 }
+
+// formatFeatures writes features as "name=on name=off", sorted.
+func formatFeatures(m map[string]bool) string {
+	out := make([]string, 0, len(m))
+	for f, on := range m {
+		out = append(out, f+"="+onOff(on))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+func parseFeatures(s string) (map[string]bool, error) {
+	m := map[string]bool{}
+	for _, kv := range strings.Fields(s) {
+		f, v, ok := strings.Cut(kv, "=")
+		if !ok || (v != "on" && v != "off") {
+			return nil, fmt.Errorf("offload state %q in the journal: want name=on|off", kv)
+		}
+		m[f] = v == "on"
+	}
+	return m, nil
+}
+
+// featureSetter is a NICTool that changes several features in one call, as
+// `ethtool -K` does, so the kernel resolves their dependencies once.
+type featureSetter interface {
+	SetFeatures(ifname string, set map[string]bool) error
+}
+
+func setFeatures(n NICTool, ifname string, set map[string]bool) error {
+	if fs, ok := n.(featureSetter); ok {
+		return fs.SetFeatures(ifname, set)
+	}
+	names := slices.Sorted(maps.Keys(set))
+	for _, f := range names {
+		if err := n.SetFeature(ifname, f, set[f]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -4,15 +4,14 @@ import (
 	"encoding/json"
 	"maps"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cnibench/cnibench/internal/fixture"
+	"github.com/cnibench/cnibench/internal/ovsdbtest"
+	"github.com/cnibench/cnibench/pkg/ovsdb"
 )
 
 // fakeOVSDB answers the two OVSDB operations the OVS knobs use (select and
@@ -148,38 +147,11 @@ func TestOVSKnobsApplyRollback(t *testing.T) {
 
 // TestOVSRealOVSDB runs a private ovsdb-server (own database and socket in a
 // temporary directory; the system's OVS is not touched) and checks the
-// JSON-RPC client against the real server.
+// knobs' JSON-RPC path (pkg/ovsdb) against the real server.
 func TestOVSRealOVSDB(t *testing.T) {
-	schema := "/usr/share/openvswitch/vswitch.ovsschema"
-	server, err := exec.LookPath("ovsdb-server")
-	if err != nil {
-		t.Skip("ovsdb-server not installed (scripts/install-deps.sh installs openvswitch-switch)")
-	}
-	if _, err := os.Stat(schema); err != nil {
-		t.Skip("no " + schema)
-	}
-	dir := t.TempDir()
-	db, sock := filepath.Join(dir, "conf.db"), filepath.Join(dir, "db.sock")
-	if out, err := exec.Command("ovsdb-tool", "create", db, schema).CombinedOutput(); err != nil {
-		t.Fatalf("ovsdb-tool create: %v\n%s", err, out)
-	}
-	srv := exec.Command(server, db, "--remote=punix:"+sock, "--unixctl="+filepath.Join(dir, "ctl"), "--no-chdir")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The Open_vSwitch table starts empty; ovs-vsctl init adds its one row,
-	// as the openvswitch-switch service does at boot.
-	if out, err := exec.Command("ovs-vsctl", "--db=unix:"+sock, "--no-wait", "init").CombinedOutput(); err != nil {
-		t.Fatalf("ovs-vsctl init: %v\n%s", err, out)
-	}
-	if err := ovsOtherConfigSet(sock, "pmd-sleep-max", "300", false); err != nil {
+	sock := ovsdbtest.Server(t, true)
+	db := ovsdb.Client{Socket: sock}
+	if err := db.SetOtherConfig(map[string]string{"pmd-sleep-max": "300"}); err != nil {
 		t.Fatal(err)
 	}
 	e := fixtureEnv("testdata/vm")
@@ -190,42 +162,39 @@ func TestOVSRealOVSDB(t *testing.T) {
 	if err != nil || len(rep.Changes) != 1 || rep.Failed() != 0 {
 		t.Fatalf("apply: %+v %v", rep, err)
 	}
-	m, _, err := ovsOtherConfigGet(sock)
-	if err != nil || m["pmd-sleep-max"] != "0" {
-		t.Fatalf("after apply: %v %v", m, err)
+	sw, err := db.Switch()
+	if err != nil || sw.OtherConfig["pmd-sleep-max"] != "0" {
+		t.Fatalf("after apply: %v %v", sw.OtherConfig, err)
 	}
 	// Cross-check with ovs-vsctl, the tool users know.
-	out, err := exec.Command("ovs-vsctl", "--db=unix:"+sock, "get", "Open_vSwitch", ".", "other_config:pmd-sleep-max").Output()
-	if err != nil || strings.TrimSpace(string(out)) != `"0"` {
-		t.Errorf("ovs-vsctl get: %q %v", out, err)
+	if out := ovsdbtest.Vsctl(t, sock, "get", "Open_vSwitch", ".", "other_config:pmd-sleep-max"); strings.TrimSpace(out) != `"0"` {
+		t.Errorf("ovs-vsctl get: %q", out)
 	}
 	if _, _, err := RollbackAll(e, jdir); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, _ := ovsOtherConfigGet(sock); m["pmd-sleep-max"] != "300" {
-		t.Errorf("after rollback: %v", m)
+	if sw, _ := db.Switch(); sw.OtherConfig["pmd-sleep-max"] != "300" {
+		t.Errorf("after rollback: %v", sw.OtherConfig)
 	}
 
 	// A switch that says it is OVS 3.1 (Debian 12's) reads pmd-maxsleep:
 	// the knob writes that key, leaves the newer one alone, and rolls back.
-	if out, err := exec.Command("ovs-vsctl", "--db=unix:"+sock, "--no-wait", "set", "Open_vSwitch", ".", "ovs_version=3.1.0").CombinedOutput(); err != nil {
-		t.Fatalf("ovs-vsctl set ovs_version: %v\n%s", err, out)
-	}
-	if err := ovsOtherConfigSet(sock, "pmd-maxsleep", "200", false); err != nil {
+	ovsdbtest.Vsctl(t, sock, "--no-wait", "set", "Open_vSwitch", ".", "ovs_version=3.1.0")
+	if err := db.SetOtherConfig(map[string]string{"pmd-maxsleep": "200"}); err != nil {
 		t.Fatal(err)
 	}
 	jdir = t.TempDir()
 	if rep, err := Apply(ApplyOptions{Env: e, Profile: Latency, Knobs: []*Knob{k}, JournalDir: jdir}); err != nil || len(rep.Changes) != 1 {
 		t.Fatalf("apply on 3.1: %+v %v", rep, err)
 	}
-	if m, v, _ := ovsOtherConfigGet(sock); m["pmd-maxsleep"] != "0" || m["pmd-sleep-max"] != "300" || v != "3.1.0" {
-		t.Errorf("after apply on 3.1 (%s): %v, want pmd-maxsleep=0 and pmd-sleep-max untouched", v, m)
+	if sw, _ := db.Switch(); sw.OtherConfig["pmd-maxsleep"] != "0" || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.Version != "3.1.0" {
+		t.Errorf("after apply on 3.1 (%s): %v, want pmd-maxsleep=0 and pmd-sleep-max untouched", sw.Version, sw.OtherConfig)
 	}
 	if _, _, err := RollbackAll(e, jdir); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, _ := ovsOtherConfigGet(sock); len(m) != 2 || m["pmd-sleep-max"] != "300" || m["pmd-maxsleep"] != "200" {
-		t.Errorf("after rollback on 3.1: %v, want pmd-maxsleep=200 back and pmd-sleep-max=300 untouched", m)
+	if sw, _ := db.Switch(); len(sw.OtherConfig) != 2 || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.OtherConfig["pmd-maxsleep"] != "200" {
+		t.Errorf("after rollback on 3.1: %v, want pmd-maxsleep=200 back and pmd-sleep-max=300 untouched", sw.OtherConfig)
 	}
 }
 

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -157,4 +158,14 @@ func containsField(s, f string) bool {
 		}
 	}
 	return false
+}
+
+var sysctlName = regexp.MustCompile(`^[a-z0-9_-]+(\.[A-Za-z0-9_:@-]+)+$`)
+
+// sysctlRel turns net.core.rmem_max into sys/net/core/rmem_max (below /proc).
+func sysctlRel(name string) (string, error) {
+	if !sysctlName.MatchString(name) {
+		return "", fmt.Errorf("sysctl %q: want a dotted name such as net.core.rmem_max", name)
+	}
+	return "sys/" + strings.ReplaceAll(name, ".", "/"), nil
 }

@@ -1,71 +1,13 @@
 package tune
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/cnibench/cnibench/pkg/termtable"
 )
-
-// ErrLiveOnly is what a knob that can only ask the live kernel (ethtool,
-// netlink, nftables) reports in an Env rooted at a fixture tree.
-var ErrLiveOnly = errors.New("not available with --root: this knob asks the live kernel (ethtool/netlink/nftables)")
-
-// EnvAt is the knob environment with /proc, /sys, /dev and the OVSDB
-// socket under root. With a root other than "/", knobs that can only ask
-// the live kernel report ErrLiveOnly instead of mixing live values into a
-// fixture audit.
-func EnvAt(root string) *Env {
-	e := DefaultEnv()
-	if root == "" || root == "/" {
-		return e
-	}
-	e.ProcRoot = filepath.Join(root, "proc")
-	e.SysRoot = filepath.Join(root, "sys")
-	e.DevRoot = filepath.Join(root, "dev")
-	e.OVSDB = filepath.Join(root, "var/run/openvswitch/db.sock")
-	e.NIC, e.Links, e.Rules = liveOnly{}, liveOnly{}, liveOnly{}
-	return e
-}
-
-type liveOnly struct{}
-
-func (liveOnly) Driver(string) (string, error)               { return "", ErrLiveOnly }
-func (liveOnly) Ring(string) (Ring, error)                   { return Ring{}, ErrLiveOnly }
-func (liveOnly) SetRing(string, uint32, uint32) error        { return ErrLiveOnly }
-func (liveOnly) Features(string) (map[string]Feature, error) { return nil, ErrLiveOnly }
-func (liveOnly) SetFeature(string, string, bool) error       { return ErrLiveOnly }
-func (liveOnly) Links(string) ([]LinkInfo, error)            { return nil, ErrLiveOnly }
-func (liveOnly) KubeProxyRules() (int, int, error)           { return 0, 0, ErrLiveOnly }
-
-// AuditNetns audits the per-namespace knobs of ks inside each namespace of
-// nss, and the MTU consistency check once across all of them (it compares
-// pods with tunnels); nss empty audits ks on the host.
-func AuditNetns(e *Env, ks []*Knob, profiles []Profile, nss []string) []Finding {
-	if len(nss) == 0 {
-		return Audit(e, ks, profiles)
-	}
-	var netKs, once []*Knob
-	for _, k := range ks {
-		switch {
-		case k.ID == "mtu.consistency":
-			once = append(once, k)
-		case k.Scope == ScopeNetns:
-			netKs = append(netKs, k)
-		}
-	}
-	var fs []Finding
-	for _, n := range nss {
-		fs = append(fs, Audit(e.WithNetns(n), netKs, profiles)...)
-	}
-	c := *e
-	c.LabNetns = nss
-	return append(fs, Audit(&c, once, profiles)...)
-}
 
 // AuditWidth is the terminal width `tune audit` fits its table to.
 const AuditWidth = 100
@@ -210,19 +152,6 @@ func WriteJournals(w io.Writer, js []JournalInfo, all bool) int {
 	return n
 }
 
-// State says in words where a journal stands.
-func (j JournalInfo) State() string {
-	switch {
-	case j.Error != "":
-		return "unreadable: " + j.Error
-	case j.RolledBack:
-		return "rolled back"
-	case j.Unfinished > 0:
-		return "interrupted (crash during apply)"
-	}
-	return "applied"
-}
-
 // KnobRow is one knob of `tune knobs`: what it reads and writes, its scope,
 // each profile's value and where that comes from.
 type KnobRow struct {
@@ -286,4 +215,24 @@ func WriteKnobs(w io.Writer, rows []KnobRow, markdown bool) error {
 func writePlain(w io.Writer, t termtable.Table, width int) error {
 	_, err := io.WriteString(w, termtable.Render(t, width, termtable.Plain))
 	return err
+}
+
+// ShownOld is the old value as `tune status` shows it: for offloads only
+// the features the change set (the entry keeps them all, for rollback).
+func (e Entry) ShownOld() string {
+	if e.Knob != KindOffloads {
+		return strings.TrimSpace(e.Old)
+	}
+	old, err1 := parseFeatures(e.Old)
+	set, err2 := parseFeatures(e.New)
+	if err1 != nil || err2 != nil {
+		return e.Old
+	}
+	shown := map[string]bool{}
+	for f := range set {
+		if on, ok := old[f]; ok {
+			shown[f] = on
+		}
+	}
+	return formatFeatures(shown)
 }

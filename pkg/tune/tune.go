@@ -24,15 +24,21 @@
 // interface that no longer exists as restored. A host-wide setting another
 // journal of the same directory holds is refused (ErrHeld): two owners of
 // one value could not both undo it exactly. Journals are JSON lines, one
-// format for Apply and Journal alike (journal.go), listed by Journals and
-// HeldChanges for `tune status`.
+// format for Apply and Journal alike, listed by Journals and HeldChanges
+// for `tune status`.
 //
-// Knobs are grouped by family, one file each (sysctl.go, cpu.go, nic.go,
-// conntrack.go — which also audits kube-proxy's rules —, ovs.go, mtu.go);
-// sources.go names the documents they come from, journal.go applies and
-// rolls back, change.go is the Journal. Every /proc, /sys and /dev
-// path goes through Env's roots, the way node_exporter's --path.procfs works,
-// so audits and journaled changes run on fixture trees in tests without root.
+// Files, by what they hold: tune.go the registry's types and lookups,
+// env.go where knobs read and write (Env, EnvAt), audit.go Audit; the
+// knobs by family, one file each (sysctl.go, cpu.go, nic.go, conntrack.go —
+// which also audits kube-proxy's rules —, ovs.go, mtu.go), sources.go the
+// documents they come from; journal.go the Journal type and its Set*
+// changes, journalfile.go the journal file (Entry, ReadJournal, fsync,
+// lock); apply.go Apply; rollback.go Rollback, RollbackAll, Journal.Undo
+// and restore, the one place a change is undone; status.go Journals and
+// HeldChanges; text.go every table printed; command.go the commands'
+// options. Every /proc, /sys and /dev path goes through Env's roots, the
+// way node_exporter's --path.procfs works, so audits and journaled changes
+// run on fixture trees in tests without root.
 package tune
 
 import (
@@ -40,11 +46,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/cnibench/cnibench/pkg/netns"
 )
 
 // Profile names a set of recommendations.
@@ -151,61 +154,6 @@ type Knob struct {
 	Write func(e *Env, target, value string, absent bool) error
 }
 
-// Env is where knobs read and write: the roots of /proc, /sys and /dev, the
-// network namespace for per-namespace knobs, and the APIs that talk to NICs
-// and Open vSwitch (replaceable in tests).
-type Env struct {
-	ProcRoot string // default /proc
-	SysRoot  string // default /sys
-	DevRoot  string // default /dev
-	// Netns, when set, runs per-namespace reads and writes inside that named
-	// namespace (through pkg/netns.Do).
-	Netns string
-	// NIC talks ethtool to interfaces; nil uses the kernel (SIOCETHTOOL).
-	NIC NICTool
-	// OVSDB is the path of ovsdb-server's unix socket.
-	OVSDB string
-	// Rules counts kube-proxy rules; nil uses nftables netlink.
-	Rules RuleCounter
-	// Links lists tunnel and pod interfaces for the MTU check; nil uses netlink.
-	Links LinkLister
-	// LabNetns are extra namespaces (a lab's) whose MTUs are checked.
-	LabNetns []string
-}
-
-// DefaultEnv returns an Env on the real host.
-func DefaultEnv() *Env {
-	return &Env{ProcRoot: "/proc", SysRoot: "/sys", DevRoot: "/dev", OVSDB: "/var/run/openvswitch/db.sock"}
-}
-
-// WithNetns returns a copy of e that works inside the named namespace.
-func (e *Env) WithNetns(name string) *Env {
-	c := *e
-	c.Netns = name
-	return &c
-}
-
-func (e *Env) proc(p ...string) string { return filepath.Join(append([]string{e.ProcRoot}, p...)...) }
-func (e *Env) sys(p ...string) string  { return filepath.Join(append([]string{e.SysRoot}, p...)...) }
-func (e *Env) dev(p ...string) string  { return filepath.Join(append([]string{e.DevRoot}, p...)...) }
-
-// do runs fn inside e.Netns, or in the caller's namespace when it is empty.
-// /proc/sys/net shows the namespace of the thread that opens the file, so the
-// open must happen on the switched thread.
-func (e *Env) do(fn func() error) error {
-	if e.Netns == "" {
-		return fn()
-	}
-	return netns.Do(e.Netns, fn)
-}
-
-func (e *Env) nic() NICTool {
-	if e.NIC == nil {
-		e.NIC = kernelNIC{}
-	}
-	return e.NIC
-}
-
 var registry []*Knob
 
 // register adds knobs from a family file's init.
@@ -256,97 +204,6 @@ func Select(ids []string) ([]*Knob, error) {
 		}
 	}
 	return out, nil
-}
-
-// Finding is one line of an audit: one target of one knob under one profile.
-type Finding struct {
-	Knob        string  `json:"knob"`
-	Title       string  `json:"title"`
-	Scope       Scope   `json:"scope"`
-	Netns       string  `json:"netns,omitempty"`
-	Target      string  `json:"target,omitempty"`
-	Profile     Profile `json:"profile"`
-	Current     string  `json:"current"`
-	Recommended string  `json:"recommended,omitempty"`
-	Status      Status  `json:"status"`
-	Why         string  `json:"why,omitempty"`
-	Source      string  `json:"source,omitempty"`
-	Access      string  `json:"access"`
-	AuditOnly   bool    `json:"audit_only,omitempty"`
-
-	want string
-	cur  Current
-	knob *Knob
-}
-
-// Audit reads every knob in ks and judges it against each profile.
-func Audit(e *Env, ks []*Knob, profiles []Profile) []Finding {
-	var out []Finding
-	for _, k := range ks {
-		curs, err := readKnob(e, k)
-		for _, p := range profiles {
-			rec, hasRec := k.Recs[p]
-			src := k.Source
-			if hasRec {
-				src = rec.Source
-			}
-			base := Finding{Knob: k.ID, Title: k.Title, Scope: k.Scope, Netns: e.Netns, Profile: p,
-				Source: src, Access: k.Access, AuditOnly: k.AuditOnly, knob: k}
-			if hasRec {
-				base.Recommended = rec.Value
-			}
-			if err != nil {
-				f := base
-				f.Status, f.Why = StatusCannotRead, err.Error()
-				out = append(out, f)
-				continue
-			}
-			for _, c := range curs {
-				f := base
-				f.Target, f.Current, f.cur = c.Target, c.Value, c
-				switch {
-				case c.Err != nil:
-					f.Status, f.Why = StatusCannotRead, c.Err.Error()
-				case !hasRec:
-					f.Status = StatusNoRec
-					if k.Why != "" {
-						f.Why = k.Why
-					}
-				default:
-					f.Status, f.want, f.Why = judge(e, k, c, rec.Value)
-					if f.Why == "" && k.AuditOnly && f.Status == StatusDiffers {
-						f.Why = k.Why
-					}
-				}
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
-func readKnob(e *Env, k *Knob) (curs []Current, err error) {
-	read := func() error {
-		var rerr error
-		curs, rerr = k.Read(e)
-		return rerr
-	}
-	if k.Scope == ScopeNetns {
-		err = e.do(read)
-	} else {
-		err = read()
-	}
-	return curs, err
-}
-
-func judge(e *Env, k *Knob, c Current, rec string) (Status, string, string) {
-	if k.Judge != nil {
-		return k.Judge(e, c, rec)
-	}
-	if norm(c.Value) == norm(rec) {
-		return StatusOK, "", ""
-	}
-	return StatusDiffers, rec, ""
 }
 
 // norm collapses runs of whitespace so "4096\t131072" equals "4096 131072".

@@ -1,0 +1,178 @@
+package ovsdb
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// ErrNoBridge is matched by AddPort's error when its bridge does not exist.
+var ErrNoBridge = errors.New("no such bridge")
+
+// ErrNotInitialized is matched by AddBridge's error on a database without
+// its Open_vSwitch row: Init (ovs-vsctl init) was not run.
+var ErrNotInitialized = errors.New("database not initialized")
+
+// Bridge is one row of the Bridge table.
+type Bridge struct {
+	Name string
+	// DatapathType is "netdev" for the userspace datapath; "" (or
+	// "system") is the kernel's.
+	DatapathType string
+}
+
+// Port is a port with its one interface, as add-port makes it.
+type Port struct {
+	Name string
+	// Type is the interface's: "" a network device of this namespace,
+	// "internal", "geneve", "dpdk", …
+	Type string
+	// Options are the interface's options (remote_ip, key, dpdk-devargs).
+	Options map[string]string
+	// MTURequest, when positive, asks for the interface's MTU.
+	MTURequest int
+}
+
+// Bridges lists the bridges by name (`ovs-vsctl list-br`, with each
+// bridge's datapath type).
+func (c Client) Bridges() ([]Bridge, error) {
+	rows, err := c.sel("Bridge", all, "name", "datapath_type")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Bridge, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Bridge{Name: str(r["name"]), DatapathType: str(r["datapath_type"])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Ports lists the names of every bridge's ports (`ovs-vsctl --columns=name
+// find Port`), sorted; a bridge's own internal port is one of them.
+func (c Client) Ports() ([]string, error) {
+	rows, err := c.sel("Port", all, "name")
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(rows))
+	for _, r := range rows {
+		names = append(names, str(r["name"]))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// AddBridge creates the bridge name with its internal port of the same
+// name, on datapathType ("" = the kernel's), in one transaction (`ovs-vsctl
+// add-br name -- set bridge name datapath_type=…`). A bridge of that name
+// already there is an error (the Bridge table's name index).
+func (c Client) AddBridge(name, datapathType string) error {
+	br := map[string]any{"name": name, "ports": namedUUID("port")}
+	if datapathType != "" {
+		br["datapath_type"] = datapathType
+	}
+	_, err := c.transact(
+		// An uninitialised database has no row to hang the bridge on: the
+		// insert would be garbage-collected at commit, without an error.
+		op{"op": "wait", "timeout": 0, "table": "Open_vSwitch", "where": all, "columns": []string{"_uuid"},
+			"until": "!=", "rows": []any{}},
+		op{"op": "insert", "table": "Interface", "uuid-name": "iface", "row": map[string]any{"name": name, "type": "internal"}},
+		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": name, "interfaces": namedUUID("iface")}},
+		op{"op": "insert", "table": "Bridge", "uuid-name": "br", "row": br},
+		op{"op": "mutate", "table": "Open_vSwitch", "where": all,
+			"mutations": []any{[]any{"bridges", "insert", setValue(namedUUID("br"))}}},
+	)
+	if waitFailed(err) {
+		err = ErrNotInitialized
+	}
+	if err != nil {
+		return fmt.Errorf("add bridge %s: %w", name, err)
+	}
+	return nil
+}
+
+// DelBridge deletes the bridge name and its ports (`ovs-vsctl --if-exists
+// del-br name`); a bridge that is not there is fine.
+func (c Client) DelBridge(name string) error {
+	id, err := c.uuidOf("Bridge", name)
+	if err != nil || id == "" {
+		return err
+	}
+	// Ports and interfaces are not root rows: the server deletes them with
+	// the last reference to them.
+	_, err = c.transact(op{"op": "mutate", "table": "Open_vSwitch", "where": all,
+		"mutations": []any{[]any{"bridges", "delete", setValue(uuidValue(id))}}})
+	if err != nil {
+		return fmt.Errorf("delete bridge %s: %w", name, err)
+	}
+	return nil
+}
+
+// AddPort adds p to bridge in one transaction (`ovs-vsctl add-port bridge
+// name -- set interface name type=… options:…=… mtu_request=…`).
+func (c Client) AddPort(bridge string, p Port) error {
+	iface := map[string]any{"name": p.Name}
+	if p.Type != "" {
+		iface["type"] = p.Type
+	}
+	if len(p.Options) > 0 {
+		iface["options"] = mapValue(p.Options)
+	}
+	if p.MTURequest > 0 {
+		iface["mtu_request"] = p.MTURequest
+	}
+	_, err := c.transact(
+		// Without its bridge the port would be garbage-collected silently.
+		op{"op": "wait", "timeout": 0, "table": "Bridge", "where": named(bridge), "columns": []string{"name"},
+			"until": "==", "rows": []any{map[string]any{"name": bridge}}},
+		op{"op": "insert", "table": "Interface", "uuid-name": "iface", "row": iface},
+		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": p.Name, "interfaces": namedUUID("iface")}},
+		op{"op": "mutate", "table": "Bridge", "where": named(bridge),
+			"mutations": []any{[]any{"ports", "insert", setValue(namedUUID("port"))}}},
+	)
+	if waitFailed(err) {
+		err = fmt.Errorf("%w %s", ErrNoBridge, bridge)
+	}
+	if err != nil {
+		return fmt.Errorf("add port %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// DelPort deletes the port name from whichever bridge holds it
+// (`ovs-vsctl --if-exists del-port name`); a port that is not there is
+// fine.
+func (c Client) DelPort(name string) error {
+	id, err := c.uuidOf("Port", name)
+	if err != nil || id == "" {
+		return err
+	}
+	_, err = c.transact(op{"op": "mutate", "table": "Bridge", "where": []any{[]any{"ports", "includes", uuidValue(id)}},
+		"mutations": []any{[]any{"ports", "delete", setValue(uuidValue(id))}}})
+	if err != nil {
+		return fmt.Errorf("delete port %s: %w", name, err)
+	}
+	return nil
+}
+
+// uuidOf finds the row of table whose name is name; "" when there is none.
+func (c Client) uuidOf(table, name string) (string, error) {
+	rows, err := c.sel(table, named(name), "_uuid")
+	if err != nil || len(rows) == 0 {
+		return "", err
+	}
+	ids, err := uuids(rows[0]["_uuid"])
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// waitFailed says err is a transaction's "wait" operation that found its
+// rows otherwise than required: the server answers "timed out" (RFC 7047
+// §5.2.6, with a timeout of 0).
+func waitFailed(err error) bool {
+	var oe *OpError
+	return errors.As(err, &oe) && oe.Err == "timed out"
+}
