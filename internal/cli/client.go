@@ -39,7 +39,7 @@ func newClientCmd() *cobra.Command {
 			if logStdout {
 				log = cmd.OutOrStdout()
 			}
-			return usage(c.Run(cmd.Context(), cmd.OutOrStdout(), log))
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), log)
 		})
 	cmd.Long = `Run one or more tests against a server, one result per (test, message size).
 Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).

@@ -97,7 +97,8 @@ var usageErrors = []error{
 }
 
 // usage marks the errors in usageErrors as usage errors, which exit 2;
-// others pass unchanged.
+// others pass unchanged. Run applies it to every command's error: the one
+// place bad input becomes exit 2, whichever package refused it.
 func usage(err error) error {
 	for _, u := range usageErrors {
 		if errors.Is(err, u) {

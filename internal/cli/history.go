@@ -14,7 +14,7 @@ func newHistoryCmd() *cobra.Command {
 		exactArgs(1, "history needs one experiment name (got %d arguments), e.g. cnibench history default"),
 		func(cmd *cobra.Command, args []string) error {
 			c.Experiment = args[0]
-			return usage(c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `Every complete stored run of one experiment (by the experiment's name stored with each run),
 oldest first: each cell's median per run as a sparkline (terminal) or a line chart

@@ -22,7 +22,7 @@ func newImagePushCmd() *cobra.Command {
 			for _, l := range lines {
 				fmt.Fprintln(cmd.OutOrStdout(), l)
 			}
-			return usage(err)
+			return err
 		})
 	cmd.Long = `Pushes the image to REF (REGISTRY/REPOSITORY:TAG): the archive given with
 --archive, or one built on the spot from this binary (--with-tools: with
@@ -45,7 +45,7 @@ func newImageBuildCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			b, err := image.Build(o)
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), b)
 			if push == "" {
@@ -53,7 +53,7 @@ func newImageBuildCmd() *cobra.Command {
 			}
 			p, err := image.Push(cmd.Context(), image.PushOptions{Archive: o.Output, Ref: push, Insecure: insecure})
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), p)
 			return err

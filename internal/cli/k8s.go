@@ -47,7 +47,7 @@ func newK8sRunCmd() *cobra.Command {
 	cmd := command("run", "Measure pod-to-pod (same node, cross node), host network and Service paths", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
 			c.Experiment = k8sExperimentText(cmd)
-			return usage(c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `Starts one cnibench server pod per scenario and then, one at a time and
 interleaved over the repeats, a client pod that measures against it:
@@ -110,7 +110,7 @@ func newK8sAuditCmd() *cobra.Command {
 	cmd := showCmd("audit", "Run `cnibench tune audit` on every node (a DaemonSet) and print node × knob", "print every node's findings as JSON", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) ([]k8s.NodeAudit, error) {
 			audits, err := a.Run(cmd.Context(), cmd.ErrOrStderr())
-			return audits, usage(err)
+			return audits, err
 		}, func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
 	cmd.Long = `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
 on every node (control-plane nodes included), with the node's /proc and /sys

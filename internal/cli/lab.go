@@ -26,7 +26,7 @@ func labUpCmd() *cobra.Command {
 			if !quiet {
 				c.Log = cmd.ErrOrStderr()
 			}
-			return usage(c.Run(cmd.Context(), cmd.OutOrStdout()))
+			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		})
 	cmd.Flags().StringVar(&c.Name, "name", "", "lab name (default <preset>-<id>)")
 	cmd.Flags().StringArrayVar(&c.Sets, "set", nil, "knob key=value (repeatable): "+strings.Join(lab.KnobNames(), ", "))
@@ -51,7 +51,7 @@ func labExecCmd() *cobra.Command {
 			if cmd.ArgsLenAtDash() != 2 {
 				return UsageError{errors.New("lab exec: want <name> <endpoint> -- <argv...>")}
 			}
-			return usage(lab.ExecIn(args[0], args[1], args[2:]))
+			return lab.ExecIn(args[0], args[1], args[2:])
 		})
 }
 

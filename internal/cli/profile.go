@@ -23,7 +23,7 @@ func newExplainCmd() *cobra.Command {
 	cmd := command("explain RUN ARM_A ARM_B", "Where arm B's CPU per transaction (or per GB) differs from arm A's, stage by stage (runs taken with --profile)", cobra.ExactArgs(3),
 		func(cmd *cobra.Command, args []string) error {
 			c.Run, c.A, c.B = args[0], args[1], args[2]
-			return usage(c.Print(cmd.OutOrStdout(), asJSON))
+			return c.Print(cmd.OutOrStdout(), asJSON)
 		})
 	cmd.Long = `Explain compares two arms of a run measured with --profile: for each test and
 size both have, the CPU per unit of work (CPU-µs per transaction for latency

@@ -34,7 +34,7 @@ func newReportCmd() *cobra.Command {
 	cmd := command("report <run>...", "Render stored runs as a table, markdown, JSON, CSV or HTML", someRuns,
 		func(cmd *cobra.Command, args []string) error {
 			c.Refs = args
-			return usage(c.Run(cmd.OutOrStdout()))
+			return c.Run(cmd.OutOrStdout())
 		})
 	cmd.Long = `Render one run (by id, name or "last") in the shape of the source documents:
 arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
@@ -69,7 +69,7 @@ func newCompareCmd() *cobra.Command {
 		exactArgs(2, "compare needs exactly two runs (got %d): cnibench compare <run-a> <run-b>; list runs with `cnibench runs`"),
 		func(cmd *cobra.Command, args []string) error {
 			c.A, c.B = args[0], args[1]
-			return usage(c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `For every arm, test and message size measured in both runs, print both medians,
 the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
@@ -82,7 +82,7 @@ one interleaved run, which a drifting machine affects alike (the better gate).`
 	// The gate's flags are checked before the runs are.
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		_, err := c.Gate()
-		return usage(err)
+		return err
 	}
 	cmd.Flags().StringVar(&c.FailOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&c.JUnit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")

@@ -64,5 +64,5 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	return usage(root.ExecuteContext(ctx))
 }

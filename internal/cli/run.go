@@ -21,7 +21,7 @@ func newRunCmd() *cobra.Command {
 			}
 			var err error
 			if c.Local.Profile, err = prof.Options(); err != nil {
-				return usage(err)
+				return err
 			}
 			c.ProfileArms = prof.Arms
 			return runExperiment(cmd, c)
@@ -59,5 +59,5 @@ func addOverrideFlags(f *pflag.FlagSet, o *experiment.RunFlags) {
 // runExperiment runs c on this host, stores it, and renders the report.
 func runExperiment(cmd *cobra.Command, c experiment.RunCommand) error {
 	c.Local.Version, c.Local.Progress = Version, cmd.ErrOrStderr()
-	return usage(c.Run(cmd.Context(), cmd.OutOrStdout()))
+	return c.Run(cmd.Context(), cmd.OutOrStdout())
 }

@@ -18,7 +18,7 @@ func newServerCmd() *cobra.Command {
 			if !quiet {
 				o.Log = cmd.ErrOrStderr()
 			}
-			return usage(engine.ServeCommand(cmd.Context(), o, cmd.ErrOrStderr()))
+			return engine.ServeCommand(cmd.Context(), o, cmd.ErrOrStderr())
 		})
 	cmd.Long = `Serve cnibench clients until interrupted. TCP and UDP use the same port number,
 so one Kubernetes Service port or firewall rule covers every test. Many clients can

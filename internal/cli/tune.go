@@ -26,7 +26,7 @@ func tuneAuditCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			fs, multi, err := tune.AuditSelection(s, root)
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			return printAs(cmd.OutOrStdout(), asJSON, fs, func(w io.Writer) error { return tune.WriteFindings(w, fs, multi) })
 		})
@@ -45,7 +45,7 @@ func tuneApplyCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			o, err := a.Options()
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			return tune.ApplyPrint(o, func(rep *tune.ApplyReport) error {
 				return printAs(cmd.OutOrStdout(), asJSON, rep, func(w io.Writer) error { tune.WriteApply(w, rep, a.DryRun); return nil })
@@ -79,7 +79,7 @@ func tuneRollbackCmd() *cobra.Command {
 	var dir, file string
 	c := command("rollback", "Restore every journaled value exactly (all journals not rolled back, newest first, or one --journal)", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			return usage(tune.RollbackPrint(tune.DefaultEnv(), dir, file, cmd.OutOrStdout()))
+			return tune.RollbackPrint(tune.DefaultEnv(), dir, file, cmd.OutOrStdout())
 		})
 	c.Flags().StringVar(&dir, "journal-dir", tune.DefaultJournalDir, "where journals are kept")
 	c.Flags().StringVar(&file, "journal", "", "roll back this journal file only")

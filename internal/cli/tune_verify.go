@@ -11,7 +11,7 @@ func newTuneVerifyCmd() *cobra.Command {
 	v := verify.Command{Version: Version}
 	c := command("verify --profile P --experiment FILE|NAME", "Measure an experiment, apply a profile, measure again, roll back, and compare", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			return usage(v.Verify(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+			return v.Verify(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	c.Long = `verify runs the experiment as it is ("before"), applies the profile, runs it again
 ("after"), rolls back (unless --keep) and prints the before/after comparison with
