@@ -31,10 +31,10 @@ func newReportCmd() *cobra.Command {
 	someRuns := argsUsage(1, -1, func([]string) error {
 		return errors.New("missing run to report on: give a run id, name or \"last\" (see `cnibench runs`)")
 	})
-	cmd := command("report <run>...", "Render stored runs as a table, markdown, JSON, CSV or HTML", someRuns,
+	cmd := command("report <run>...", "Render stored runs as a table, markdown, JSON, CSV, HTML or OpenMetrics", someRuns,
 		func(cmd *cobra.Command, args []string) error {
 			c.Refs = args
-			return c.Run(cmd.OutOrStdout())
+			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `Render one run (by id, name or "last") in the shape of the source documents:
 arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
@@ -44,11 +44,14 @@ A run is REF (id, name or "last") in --db, or FILE:REF in another results databa
 	cmd.Example = `  cnibench report last
   cnibench report 12 --format html -o report.html
   cnibench report ubuntu20-run opensuse15-run --format markdown
-  cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases`
+  cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases
+  cnibench report last --format openmetrics -o run.prom     # every cell as a Prometheus gauge
+  cnibench report last --format openmetrics -o run.prom --push http://pushgateway:9091`
 	addDBFlag(cmd, &c.DBPath)
 	cmd.Flags().StringVar(&c.Baseline, "baseline", "", "compare every arm with this one instead of the run's baseline (ratios and verdicts)")
 	addMarginFlag(cmd, &c.Margin)
 	addOutputFlags(cmd, &c.Format, &c.Output, report.Formats)
+	cmd.Flags().StringVar(&c.Push, "push", "", "also push every cell to this Prometheus Pushgateway (job cnibench, grouped by experiment and run)")
 	return cmd
 }
 

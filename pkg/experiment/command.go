@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/errkind"
@@ -72,7 +73,7 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	if c.Format != "none" && !report.ValidFormat(c.Format) {
-		return errkind.Errorf(ErrInvalid, "--format %q: want table, markdown, json, csv, html or none", c.Format)
+		return errkind.Errorf(ErrInvalid, "--format %q: want %s or none", c.Format, strings.Join(report.Formats, ", "))
 	}
 	var ropts report.Options
 	if c.Margin != "" {

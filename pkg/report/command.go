@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,9 @@ type ReportCommand struct {
 	Output   string   // "" or "-" = stdout
 	// Margin is the equivalence margin as given ("5%"); "" = the default.
 	Margin string
+	// Push, when set, is a Pushgateway URL the runs' cells are pushed to
+	// (push.go) after the report is written.
+	Push string
 }
 
 // options checks the margin into the Options the verdicts use.
@@ -43,9 +47,14 @@ func options(margin string) (Options, error) {
 // Run renders the runs side by side, with their CPU by stage when profiled.
 // Unknown runs and databases are the store's errors (store.ErrNotFound,
 // store.ErrNoDatabase).
-func (c ReportCommand) Run(stdout io.Writer) error {
+func (c ReportCommand) Run(stdout, stderr io.Writer) error {
 	if !ValidFormat(c.Format) {
 		return errkind.Errorf(ErrInvalid, "unknown --format %q; use one of %s", c.Format, strings.Join(Formats, ", "))
+	}
+	if c.Push != "" {
+		if _, err := checkPushURL(c.Push); err != nil {
+			return err
+		}
 	}
 	opts, err := options(c.Margin)
 	if err != nil {
@@ -72,7 +81,21 @@ func (c ReportCommand) Run(stdout io.Writer) error {
 		in = append(in, Input{Run: l.Run, Samples: l.Samples})
 		sts = append(sts, st)
 	}
-	return WriteFile(stdout, c.Output, func(w io.Writer) error { return opts.RenderRuns(w, c.Format, in, sts) })
+	d, err := opts.NewDocument(in, sts)
+	if err != nil {
+		return err
+	}
+	if err := WriteFile(stdout, c.Output, func(w io.Writer) error { return d.Write(w, c.Format) }); err != nil {
+		return err
+	}
+	if c.Push == "" {
+		return nil
+	}
+	groups, err := PushRuns(context.Background(), c.Push, d.models)
+	for _, g := range groups {
+		fmt.Fprintln(stderr, "pushed", g)
+	}
+	return err
 }
 
 // CompareCommand is `cnibench compare` as given.

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -38,14 +39,14 @@ func TestCommandsRefuseBadOptions(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"report format", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: "pdf"}.Run(&out), ErrInvalid},
-		{"report baseline", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Baseline: "nope"}.Run(&out), ErrInvalid},
-		{"report unknown run", ReportCommand{DBPath: db, Refs: []string{"nope"}, Format: FormatTable}.Run(&out), store.ErrNotFound},
-		{"report no database", ReportCommand{DBPath: db + ".missing", Refs: []string{"last"}, Format: FormatTable}.Run(&out), store.ErrNoDatabase},
+		{"report format", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: "pdf"}.Run(&out, io.Discard), ErrInvalid},
+		{"report baseline", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Baseline: "nope"}.Run(&out, io.Discard), ErrInvalid},
+		{"report unknown run", ReportCommand{DBPath: db, Refs: []string{"nope"}, Format: FormatTable}.Run(&out, io.Discard), store.ErrNotFound},
+		{"report no database", ReportCommand{DBPath: db + ".missing", Refs: []string{"last"}, Format: FormatTable}.Run(&out, io.Discard), store.ErrNoDatabase},
 		{"compare format", CompareCommand{DBPath: db, A: "last", B: "last", Format: "pdf"}.Run(&out, &log), ErrInvalid},
 		{"compare junit without gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, JUnit: "x.xml"}.Run(&out, &log), ErrInvalid},
 		{"compare bad gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, FailOn: "worse"}.Run(&out, &log), ErrInvalid},
-		{"report margin", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Margin: "0%"}.Run(&out), ErrInvalid},
+		{"report margin", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Margin: "0%"}.Run(&out, io.Discard), ErrInvalid},
 		{"compare margin", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, Margin: "five"}.Run(&out, &log), ErrInvalid},
 		{"compare no arm", CompareCommand{DBPath: db, A: "last@host", B: "last@nope", Format: FormatTable}.Run(&out, &log), store.ErrNoSuchArm},
 		{"history format", HistoryCommand{DBPath: db, Experiment: "x", Format: "csv"}.Run(&out, &log), ErrInvalid},
@@ -64,7 +65,7 @@ func TestCommandsRefuseBadOptions(t *testing.T) {
 func TestReportAndCompareCommands(t *testing.T) {
 	db := kubeOVNDB(t)
 	var out bytes.Buffer
-	if err := (ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatMarkdown, Baseline: "underlay"}).Run(&out); err != nil {
+	if err := (ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatMarkdown, Baseline: "underlay"}).Run(&out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "overlay") || !strings.Contains(out.String(), "underlay") {

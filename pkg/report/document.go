@@ -535,6 +535,8 @@ func (d *Document) Write(w io.Writer, format string) error {
 		return writeCSV(w, d.models)
 	case FormatHTML:
 		return writeHTML(w, d)
+	case FormatOpenMetrics:
+		return writeOpenMetrics(w, d.models)
 	}
 	return fmt.Errorf("unknown report format %q; use one of %s", format, strings.Join(Formats, ", "))
 }

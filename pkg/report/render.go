@@ -24,7 +24,7 @@ const (
 )
 
 // Formats lists the output formats, for help texts and errors.
-var Formats = []string{FormatTable, FormatMarkdown, FormatJSON, FormatCSV, FormatHTML}
+var Formats = []string{FormatTable, FormatMarkdown, FormatJSON, FormatCSV, FormatHTML, FormatOpenMetrics}
 
 // Input is one stored run with its samples.
 type Input struct {
