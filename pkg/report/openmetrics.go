@@ -35,9 +35,19 @@ var openMetricsFamilies = []struct {
 	}},
 }
 
-// writeOpenMetrics prints the document's cells as OpenMetrics text.
+// writeOpenMetrics prints the document's runs and cells as OpenMetrics
+// text: first whether each run is complete (an interrupted run's cells
+// hold what it finished), then the cells' gauges.
 func writeOpenMetrics(w io.Writer, models []*Model) error {
 	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "# TYPE cnibench_run_complete gauge\n# HELP cnibench_run_complete 1 when every planned sample of the run was taken, 0 when it is incomplete (label state)\n")
+	for _, m := range models {
+		v, state := 0, "incomplete"
+		if m.Run.Complete {
+			v, state = 1, "complete"
+		}
+		fmt.Fprintf(bw, "cnibench_run_complete{%s} %d\n", openMetricsLabels(append(runLabels(m), [2]string{"state", state})), v)
+	}
 	for _, f := range openMetricsFamilies {
 		fmt.Fprintf(bw, "# TYPE %s gauge\n# HELP %s %s\n", f.name, f.name, f.help)
 		for _, m := range models {

@@ -94,7 +94,7 @@ func TestOpenMetricsParsesWithPrometheus(t *testing.T) {
 	// The Prometheus text format (what a Pushgateway reads) takes it too.
 	tp := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := tp.TextToMetricFamilies(bytes.NewReader(out))
-	if err != nil || len(fams) != len(openMetricsFamilies) {
+	if err != nil || len(fams) != len(openMetricsFamilies)+1 {
 		t.Fatalf("text format parser: %d families, %v", len(fams), err)
 	}
 }

@@ -59,7 +59,7 @@ func render(t *testing.T, format string, in ...Input) []byte {
 	return b.Bytes()
 }
 
-var exts = map[string]string{FormatTable: "txt", FormatMarkdown: "md", FormatJSON: "json", FormatCSV: "csv", FormatHTML: "html"}
+var exts = map[string]string{FormatTable: "txt", FormatMarkdown: "md", FormatJSON: "json", FormatCSV: "csv", FormatHTML: "html", FormatOpenMetrics: "prom"}
 
 func TestGoldenKubeOVN(t *testing.T) {
 	run, ss := kubeOVNRun()
