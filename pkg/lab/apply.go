@@ -7,11 +7,57 @@ import (
 	"strings"
 )
 
-// applyKnobs applies the spec's knobs once the topology exists, each
-// change through the lab's journal. Socket buffer limits come first: on
-// this kernel they are host-wide, and a host setting another lab holds is
-// refused (tune.ErrHeld) before the slower offloads and rules are made.
+// How knobs take effect. The layout reads some of them (MTUs, the shape)
+// before anything is built, a topology's builder others (its switch's
+// settings); the rest are applied by the steps below once the topology
+// exists, each change through the lab's journal (journal.go). Each knob's
+// entry (knobs.go) names its step.
+
+// applyStep is one way knobs take effect.
+type applyStep struct {
+	name string
+	// run applies every knob of the step the spec sets; nil for the
+	// knobs the layout or a builder reads.
+	run func(b *builder, ctx context.Context) error
+}
+
+var (
+	byLayout  = &applyStep{name: "read by the layout (names, addresses, MTUs) before anything is built"}
+	byBuilder = &applyStep{name: "read by the topology's builder"}
+
+	applySocketBufsStep = &applyStep{name: "socket buffer limits, journaled", run: (*builder).applySocketBufs}
+	applyOffloadsStep   = &applyStep{name: "ethtool features of pod and host-side interfaces, journaled", run: (*builder).applyOffloads}
+	applyPoliciesStep   = &applyStep{name: "NetworkPolicy-style nftables rules in the server's node", run: (*builder).applyPolicies}
+	applyProxyStep      = &applyStep{name: "kube-proxy's rules on every node", run: (*builder).applyProxy}
+	applyNftStep        = &applyStep{name: "conntrack, notrack and Service DNAT rules in one nftables table per namespace", run: (*builder).applyNft}
+	applyFastpathStep   = &applyStep{name: "the eBPF fast path on the nodes", run: (*builder).applyFastpath}
+)
+
+// applyOrder is the order applyKnobs runs the steps in. Socket buffer
+// limits come first: on this kernel they are host-wide, and a host setting
+// another lab holds is refused (tune.ErrHeld) before the slower offloads
+// and rules are made. The fast path comes last, onto finished nodes.
+var applyOrder = []*applyStep{applySocketBufsStep, applyOffloadsStep, applyPoliciesStep, applyProxyStep, applyNftStep, applyFastpathStep}
+
+// applyKnobs runs, in applyOrder, each step a knob of the spec needs.
 func (b *builder) applyKnobs(ctx context.Context) error {
+	for _, step := range applyOrder {
+		if !b.s.uses(step) {
+			continue
+		}
+		if err := step.run(b, ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// applySocketBufs sets net.core.rmem_max and wmem_max where the spec has
+// them.
+func (b *builder) applySocketBufs(ctx context.Context) error {
 	for _, kv := range []struct {
 		name string
 		v    int64
@@ -26,44 +72,7 @@ func (b *builder) applyKnobs(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(b.s.Offloads) > 0 {
-		if err := b.applyOffloads(ctx, b.s.Offloads); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	if b.s.Policies > 0 {
-		if err := b.applyPolicies(); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	if b.s.Proxy != "" {
-		if err := b.applyProxy(ctx); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	if b.s.Conntrack || len(b.s.Notrack) > 0 || (b.s.Services > 0 && b.s.Proxy == "") {
-		if err := b.applyNft(); err != nil {
-			return err
-		}
-	}
-	if b.s.Fastpath != "" {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := b.applyFastpath(); err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
+	return nil
 }
 
 // socketBufMax sets net.core.[rw]mem_max in every lab namespace where the
@@ -93,9 +102,6 @@ func (b *builder) offloadTargets() [][2]string {
 	var out [][2]string
 	seen := map[string]bool{}
 	for _, p := range b.lo.pods {
-		if b.s.Topology == TopoHost {
-			continue
-		}
 		if !seen[p.netns] {
 			seen[p.netns] = true
 			out = append(out, [2]string{p.netns, "eth0"})
@@ -111,9 +117,11 @@ func (b *builder) offloadTargets() [][2]string {
 	return out
 }
 
-func (b *builder) applyOffloads(_ context.Context, offs []Offload) error {
-	set := make(map[string]bool, len(offs))
-	for _, o := range offs {
+// applyOffloads sets the offloads knob's features on every pod's eth0 and
+// host-side veth end.
+func (b *builder) applyOffloads(context.Context) error {
+	set := make(map[string]bool, len(b.s.Offloads))
+	for _, o := range b.s.Offloads {
 		set[o.Feature] = o.On
 	}
 	for _, t := range b.offloadTargets() {
