@@ -28,6 +28,7 @@ func labUpCmd() *cobra.Command {
 			}
 			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		})
+	cmd.Long = lab.UpHelp()
 	cmd.Flags().StringVar(&c.Name, "name", "", "lab name (default <preset>-<id>)")
 	cmd.Flags().StringArrayVar(&c.Sets, "set", nil, "knob key=value (repeatable): "+strings.Join(lab.KnobNames(), ", "))
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")

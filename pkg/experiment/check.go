@@ -47,6 +47,7 @@ func (e *Experiment) checkArm(a *Arm) error {
 		if err != nil {
 			return fmt.Errorf("topology %s: %w", a.Topology, err)
 		}
+		a.lab = spec
 		eps := spec.EndpointNames()
 		for _, ep := range []struct{ field, name string }{{"client", a.Client}, {"server", a.Server}} {
 			if !contains(eps, ep.name) {

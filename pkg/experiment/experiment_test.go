@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -156,12 +157,14 @@ func (l *fakeLab) Down(ctx context.Context) error {
 type fakeLabs struct {
 	mu       sync.Mutex
 	ups      []string
+	specs    []*lab.Spec // what each Up was given
 	downs    []string
 	fail     map[string]error
 	downFail map[string]error // Down's error, by topology
 }
 
-func (f *fakeLabs) Up(_ context.Context, topo, _ string, knobs map[string]string) (LabInstance, error) {
+func (f *fakeLabs) Up(_ context.Context, spec *lab.Spec) (LabInstance, error) {
+	topo, knobs := spec.Source(), spec.Knobs()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail[topo]; err != nil {
@@ -172,6 +175,7 @@ func (f *fakeLabs) Up(_ context.Context, topo, _ string, knobs map[string]string
 		name += "+rmem"
 	}
 	f.ups = append(f.ups, name)
+	f.specs = append(f.specs, spec)
 	return &fakeLab{name: name, mu: &f.mu, downs: &f.downs, downErr: f.downFail[topo]}, nil
 }
 
@@ -303,6 +307,33 @@ func TestExecuteInterruptedStoresFinishedAndCleansUp(t *testing.T) {
 	}
 	if len(labs.downs) != 2 {
 		t.Fatalf("labs not torn down after interrupt: %v", labs.downs)
+	}
+}
+
+// Check resolves each arm's lab once, into a typed spec, and the run builds
+// exactly that spec — the knobs' text is not read again; an arm no Check
+// saw is not built.
+func TestExecuteBuildsTheSpecCheckResolved(t *testing.T) {
+	e, err := Parse([]byte(sample), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	veth := e.Arms[2].lab
+	if veth == nil || veth.Topology != "veth" || veth.MTU != 9000 || e.Arms[0].lab == nil {
+		t.Fatalf("arms' resolved specs: %+v", e.Arms)
+	}
+	labs := &fakeLabs{}
+	if _, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: &memSink{}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(labs.specs) != 2 || labs.specs[0] != e.Arms[0].lab || labs.specs[1] != veth {
+		t.Errorf("built %v, want the arms' resolved specs", labs.specs)
+	}
+	e.Arms[2].lab = nil
+	labs = &fakeLabs{}
+	_, err = Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: &memSink{}})
+	if err == nil || strings.Join(labs.ups, ",") != "vxlan" {
+		t.Errorf("unchecked arm: err %v, built %v", err, labs.ups)
 	}
 }
 

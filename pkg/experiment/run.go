@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/wakeup"
@@ -16,7 +17,9 @@ import (
 // LabProvider builds lab topologies. The production implementation wraps
 // pkg/lab; tests use a fake.
 type LabProvider interface {
-	Up(ctx context.Context, topology, dir string, knobs map[string]string) (LabInstance, error)
+	// Up builds an arm's topology as Check resolved it: its knobs were
+	// read and checked there, once.
+	Up(ctx context.Context, spec *lab.Spec) (LabInstance, error)
 }
 
 // LabInstance is a built topology.
@@ -31,6 +34,15 @@ type LabInstance interface {
 	// is up (e.g. net.core.rmem_max, which is not per-namespace on some
 	// kernels). Such a lab would skew every other arm measured meanwhile.
 	ChangesHost() bool
+}
+
+// upLab builds the arm's lab from the spec Check resolved. An arm Check
+// never saw has no resolved spec, and its knobs are not read here.
+func upLab(ctx context.Context, labs LabProvider, a *Arm) (LabInstance, error) {
+	if a.lab == nil {
+		return nil, fmt.Errorf("arm %q: topology %s was not resolved (the experiment was not checked)", a.Name, a.Topology)
+	}
+	return labs.Up(ctx, a.lab)
 }
 
 // MeasureRequest is one measurement: which engine, what, and where.
@@ -193,7 +205,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 			break
 		}
 		start := time.Now()
-		l, uerr := o.Labs.Up(ctx, a.Topology, e.Dir, a.Knobs)
+		l, uerr := upLab(ctx, o.Labs, a)
 		if uerr != nil {
 			labErr[key] = uerr
 			prog.logf("arm %s: lab %s: %v", a.Name, a.Topology, uerr)
@@ -374,7 +386,7 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 		}
 		l := labs[key]
 		if exclusive[key] {
-			if l, err = o.Labs.Up(ctx, a.Topology, e.Dir, a.Knobs); err != nil {
+			if l, err = upLab(ctx, o.Labs, a); err != nil {
 				return nil, fmt.Errorf("lab %s: %w", a.Topology, err)
 			}
 			defer func() {

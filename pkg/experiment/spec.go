@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/units"
 )
@@ -95,6 +96,9 @@ type Arm struct {
 	CPUs   string `yaml:"cpus"`
 
 	line int `yaml:"-"` // where the arm starts in its file, for Check's errors
+	// lab is the arm's topology with its knobs as Check resolved them: the
+	// run builds it without reading the knobs again.
+	lab *lab.Spec
 }
 
 // Size is a message size in bytes, written as 1, 64, 1K, 4K in YAML.

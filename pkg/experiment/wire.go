@@ -24,13 +24,8 @@ import (
 // Labs builds arms' topologies with pkg/lab.
 type Labs struct{ Log io.Writer }
 
-// Up builds a preset, or a lab file resolved against the experiment's folder,
-// with the arm's knobs applied in a stable order.
-func (p Labs) Up(ctx context.Context, topology, dir string, knobs map[string]string) (LabInstance, error) {
-	spec, err := lab.Resolve(topology, dir, knobs)
-	if err != nil {
-		return nil, err
-	}
+// Up builds an arm's lab from the spec Check resolved.
+func (p Labs) Up(ctx context.Context, spec *lab.Spec) (LabInstance, error) {
 	log := p.Log
 	if log == nil {
 		log = io.Discard

@@ -9,6 +9,7 @@ import (
 	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/driver/builtin"
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
@@ -21,8 +22,8 @@ type recordingLabs struct {
 	ids []string
 }
 
-func (r *recordingLabs) Up(ctx context.Context, topo, dir string, knobs map[string]string) (LabInstance, error) {
-	l, err := r.Labs.Up(ctx, topo, dir, knobs)
+func (r *recordingLabs) Up(ctx context.Context, spec *lab.Spec) (LabInstance, error) {
+	l, err := r.Labs.Up(ctx, spec)
 	if err == nil {
 		r.ids = append(r.ids, l.(labInstance).l.ID)
 	}

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/tune"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 )
 
 // builder turns a planned Lab into kernel objects. It holds netlink handles
@@ -121,28 +119,7 @@ func (b *builder) build(ctx context.Context) error {
 		return err
 	}
 	b.logf("namespaces: %d in %v", len(b.l.Namespaces), time.Since(t0).Round(time.Microsecond))
-	var err error
-	switch b.s.Topology {
-	case TopoHost:
-		err = nil // loopback is up from netns.Create
-	case TopoVeth:
-		err = b.buildVeth()
-	case TopoBridge:
-		err = b.buildBridge(ctx)
-	case TopoMacvlan:
-		err = b.buildMacvlan(ctx)
-	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
-		err = b.buildRouted(ctx)
-	case TopoOVSNetdev:
-		err = b.buildOVSNetdev(ctx)
-	case TopoOVSNetdevGeneve:
-		err = b.buildOVSNetdevGeneve(ctx)
-	case TopoOVSDPDK:
-		err = b.buildOVSDPDK(ctx)
-	default:
-		err = fmt.Errorf("topology %q has no builder", b.s.Topology)
-	}
-	if err != nil {
+	if err := b.s.row().build(b, ctx); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -280,7 +257,11 @@ func (b *builder) serviceRoutes(p pod) []*net.IPNet {
 	return nil
 }
 
-func (b *builder) buildVeth() error {
+// buildLoopback builds the host topology: its one namespace's loopback is
+// up from netns.Create, and client and server share it.
+func (b *builder) buildLoopback(context.Context) error { return nil }
+
+func (b *builder) buildVeth(context.Context) error {
 	c, s := b.lo.pods[0], b.lo.pods[1]
 	// Create eth0 in the client and its peer eth0 in the server directly.
 	if _, _, err := b.addEthVeth(c.netns, "eth0", netlink.NewLinkAttrs(), s.netns, "client-server"); err != nil {
@@ -425,8 +406,9 @@ func (b *builder) buildMacvlan(ctx context.Context) error {
 	})
 }
 
-// buildRouted builds native, vxlan, geneve and ipip: two nodes on an
-// underlay veth, pods attached by veth and reached through /32 routes.
+// buildRouted builds the routed topologies (native and the kernel tunnels):
+// two nodes on an underlay veth, pods attached by veth and reached through
+// /32 routes.
 func (b *builder) buildRouted(ctx context.Context) error {
 	u := mustIf(b.l.ID, "u")
 	if err := b.underlay(u, 0, 0); err != nil {
@@ -459,7 +441,7 @@ func (b *builder) routedNode(n int, u string) error {
 	if err := b.sysctl(ns, "net.ipv4.ip_forward", "1"); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
 	}
-	if err := b.nodeRoutes(h, n, ul); err != nil {
+	if err := b.routeToOtherNode(h, n, ul); err != nil {
 		return fmt.Errorf("node%d: %w", n, err)
 	}
 	if b.s.Services > 0 {
@@ -495,58 +477,18 @@ func (b *builder) routedPod(p pod) error {
 	return b.podUp(p, true)
 }
 
-// nodeRoutes adds node n's tunnel (if any) and its route to the other
-// node's pod CIDR.
-func (b *builder) nodeRoutes(h *netlink.Handle, n int, ul netlink.Link) error {
+// routeToOtherNode routes the other node's pod CIDR from node n: over
+// the underlay (native), or through the topology's tunnel device, which it
+// creates (tunnel.go).
+func (b *builder) routeToOtherNode(h *netlink.Handle, n int, ul netlink.Link) error {
 	m := 3 - n // the other node
-	la := netlink.NewLinkAttrs()
-	la.Flags = net.FlagUp
-	la.MTU = b.lo.underMTU - overhead(b.s.Topology)
-	var tun netlink.Link
-	switch b.s.Topology {
-	case TopoNative:
+	if b.s.row().tunnel.device == nil {
 		// ip route add 10.244.M.0/24 via 172.31.0.M dev u
 		return h.RouteAdd(&netlink.Route{LinkIndex: ul.Attrs().Index, Dst: podCIDR(m), Gw: nodeIP(m)})
-	case TopoVXLAN:
-		la.Name = mustIf(b.l.ID, "vx")
-		tun = &netlink.Vxlan{LinkAttrs: la, VxlanId: vxlanVNI, VtepDevIndex: ul.Attrs().Index,
-			SrcAddr: nodeIP(n), Group: nodeIP(m), Port: vxlanPort, Learning: true}
-	case TopoGeneve:
-		la.Name = mustIf(b.l.ID, "gn")
-		tun = &netlink.Geneve{LinkAttrs: la, ID: vxlanVNI, Remote: nodeIP(m), Dport: genevePort}
-	case TopoIPIP:
-		la.Name = mustIf(b.l.ID, "tn")
-		tun = &netlink.Iptun{LinkAttrs: la, Local: nodeIP(n), Remote: nodeIP(m), Link: uint32(ul.Attrs().Index), PMtuDisc: 1}
 	}
-	if err := h.LinkAdd(tun); err != nil {
-		return wrapNotSupported(b.s.Topology, fmt.Errorf("create %s device %s: %w", b.s.Topology, la.Name, err))
-	}
-	tl, err := h.LinkByName(la.Name)
+	tl, err := b.addTunnel(h, n, ul)
 	if err != nil {
 		return err
 	}
-	if b.s.Topology == TopoIPIP {
-		// A point-to-point tunnel: the route needs no next hop.
-		return h.RouteAdd(&netlink.Route{LinkIndex: tl.Attrs().Index, Dst: podCIDR(m), Scope: netlink.SCOPE_LINK})
-	}
-	if err := h.AddrAdd(tl, &netlink.Addr{IPNet: &net.IPNet{IP: tunIP(n), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		return fmt.Errorf("tunnel address: %w", err)
-	}
-	// ip route add 10.244.M.0/24 via 10.245.0.M dev TUN
-	return h.RouteAdd(&netlink.Route{LinkIndex: tl.Attrs().Index, Dst: podCIDR(m), Gw: tunIP(m)})
-}
-
-// kernelConfig names the kernel option each tunnel needs, for errors.
-var kernelConfig = map[string]string{TopoGeneve: "CONFIG_GENEVE", TopoIPIP: "CONFIG_NET_IPIP", TopoVXLAN: "CONFIG_VXLAN"}
-
-func wrapNotSupported(topo string, err error) error {
-	if isNotSupported(err) {
-		return fmt.Errorf("%s: %w by this kernel (%s)", topo, ErrNotSupported, kernelConfig[topo])
-	}
-	return err
-}
-
-// isNotSupported recognises the kernel's answer to an unknown link kind.
-func isNotSupported(err error) bool {
-	return errors.Is(err, unix.EOPNOTSUPP)
+	return b.routeThroughTunnel(h, n, tl)
 }

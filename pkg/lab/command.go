@@ -27,9 +27,9 @@ func (c UpCommand) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spec, err := Resolve(c.Topology, "", knobs)
+	spec, err := Resolve(c.Topology, "", knobs) // its errors match ErrInvalid
 	if err != nil {
-		return invalidError{err}
+		return err
 	}
 	start := time.Now()
 	l, err := Up(ctx, spec, UpOptions{Name: c.Name, Log: c.Log})

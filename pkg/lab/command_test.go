@@ -33,13 +33,13 @@ func TestUpCommandRefusesBadInput(t *testing.T) {
 // Up's refusals of its input match ErrInvalid (the CLI's exit 2) and keep
 // their message; they are found before anything is created.
 func TestUpInvalidInput(t *testing.T) {
-	s, err := Preset(TopoHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Services = 10 // the host topology has no path to a service
-	if _, err := Up(context.Background(), s, UpOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "knob services") {
+	// Resolve checks the spec; Up takes only what Resolve made.
+	if _, err := Resolve(TopoHost, "", map[string]string{"services": "10"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "knob services") {
 		t.Errorf("invalid spec: %v", err)
+	}
+	s := &Spec{Topology: TopoHost, PodsPerNode: 2, Services: 10} // the host topology has no path to a service
+	if _, err := Up(context.Background(), s, UpOptions{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab.Resolve") {
+		t.Errorf("spec not from Resolve: %v", err)
 	}
 	v, _ := Preset(TopoVeth)
 	if os.Geteuid() != 0 {

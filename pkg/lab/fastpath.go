@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,29 +10,60 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
+// FastpathMode is the fastpath knob's value: FastpathEBPF for pkg/fastpath's
+// programs, "" for the kernel's own routing.
+type FastpathMode string
+
 // FastpathEBPF is the fastpath knob's value for pkg/fastpath's programs.
-const FastpathEBPF = "ebpf"
+const FastpathEBPF FastpathMode = "ebpf"
 
 // fastpathNeeds are the probe capabilities the eBPF fast path uses.
 var fastpathNeeds = []string{"bpf-redirect-peer", "bpf-redirect-neigh", "bpf-fib-lookup"}
 
-// fastpathPort is the UDP port of the collect-metadata VXLAN device the
-// fast path encapsulates into (Flannel's port), beside the kernel path's
-// own VXLAN device on 4789: packets the programs leave to the kernel still
-// find their way.
-const fastpathPort = 8472
+// fastpathHook is where the eBPF fast path attaches on a topology's two
+// nodes: from_pod on every pod's node-side veth, from_netdev on the node
+// device dev.
+type fastpathHook struct {
+	// where names the node devices in the log ("underlay", …).
+	where string
+	// dev is the suffix (cnb-<id>-<dev>) of each node's device that
+	// carries from_netdev; `lab show` reads the counters there. "" = the
+	// topology has no fast path.
+	dev string
+	// prepare, when set, completes node n's attachment before it is made:
+	// the device it creates, the tunnels or remote pods it serves.
+	prepare func(b *builder, h *netlink.Handle, n int, node *fastpath.Node) error
+}
 
-// applyFastpath attaches the eBPF host routing on both nodes: from_pod on
-// every pod's node-side veth, from_netdev on the underlay (native) or on a
-// collect-metadata VXLAN device (vxlan).
-func (b *builder) applyFastpath() error {
+// supported reports whether the topology has a fast path at all.
+func (f *fastpathHook) supported() bool { return f.dev != "" }
+
+var (
+	// noFastpath: the topology has no two node namespaces carrying pod
+	// traffic for the programs to run on.
+	noFastpath = &fastpathHook{}
+	// routedFastpath (native): route with bpf_fib_lookup straight out of
+	// the underlay link.
+	routedFastpath = &fastpathHook{where: "underlay", dev: "u"}
+	// tunnelFastpath (vxlan): encapsulate into a collect-metadata VXLAN
+	// device toward the other node.
+	tunnelFastpath = &fastpathHook{where: "VXLAN", dev: "vxm", prepare: (*builder).fastpathTunnel}
+	// switchedFastpath (bridge with two nodes): one L2 segment; switch
+	// past the bridge, the uplink port reaches the other node's pods.
+	switchedFastpath = &fastpathHook{where: "uplink", dev: "u", prepare: (*builder).fastpathSwitch}
+)
+
+// applyFastpath attaches the eBPF host routing on both nodes, where the
+// topology's fastpathHook says.
+func (b *builder) applyFastpath(context.Context) error {
+	hook := b.s.row().fastpath
 	for n := 1; n <= 2; n++ {
 		ns := b.lo.nodeNS[n-1]
 		h, err := b.handle(ns)
 		if err != nil {
 			return err
 		}
-		node := fastpath.Node{Handle: h}
+		node := fastpath.Node{Handle: h, Netdevs: []string{mustIf(b.l.ID, hook.dev)}}
 		for _, p := range b.lo.pods {
 			if p.node != n {
 				continue
@@ -42,26 +74,10 @@ func (b *builder) applyFastpath() error {
 			}
 			node.Pods = append(node.Pods, fastpath.Pod{IP: p.ip, MAC: eth.Attrs().HardwareAddr, HostIf: p.hostIf})
 		}
-		switch b.s.Topology {
-		case TopoBridge:
-			// One L2 segment: switch past the bridge, the uplink port
-			// reaches the other node's pods.
-			node.L2 = true
-			node.Netdevs = []string{mustIf(b.l.ID, "u")}
-			for _, p := range b.lo.pods {
-				if p.node != n {
-					node.RemotePods = append(node.RemotePods, p.ip)
-				}
-			}
-		case TopoNative:
-			node.Netdevs = []string{mustIf(b.l.ID, "u")}
-		case TopoVXLAN:
-			dev, err := b.collectMDVXLAN(h, n)
-			if err != nil {
+		if hook.prepare != nil {
+			if err := hook.prepare(b, h, n, &node); err != nil {
 				return err
 			}
-			node.Netdevs = []string{dev}
-			node.Tunnels = []fastpath.Tunnel{{CIDR: podCIDR(3 - n), Remote: nodeIP(3 - n), VNI: vxlanVNI, Dev: dev}}
 		}
 		if err := fastpath.Attach(node); err != nil {
 			if errors.Is(err, fastpath.ErrNotSupported) {
@@ -70,27 +86,31 @@ func (b *builder) applyFastpath() error {
 			return fmt.Errorf("node%d: %w", n, err)
 		}
 	}
-	b.logf("fastpath: eBPF host routing attached on %d pod veths and the nodes' %s devices",
-		len(b.lo.pods), map[string]string{TopoNative: "underlay", TopoVXLAN: "VXLAN", TopoBridge: "uplink"}[b.s.Topology])
+	b.logf("fastpath: eBPF host routing attached on %d pod veths and the nodes' %s devices", len(b.lo.pods), hook.where)
 	return nil
 }
 
-// collectMDVXLAN creates node n's collect-metadata ("external") VXLAN
-// device, the one a tc program steers with bpf_skb_set_tunnel_key
-// (`ip link add NAME type vxlan external dstport 8472`).
-func (b *builder) collectMDVXLAN(h *netlink.Handle, n int) (string, error) {
-	la := netlink.NewLinkAttrs()
-	la.Name = mustIf(b.l.ID, "vxm")
-	la.MTU = b.lo.underMTU - overhead(TopoVXLAN)
-	la.Flags = 0
-	vx := &netlink.Vxlan{LinkAttrs: la, FlowBased: true, Port: fastpathPort, SrcAddr: nodeIP(n)}
-	if err := h.LinkAdd(vx); err != nil {
-		return "", fmt.Errorf("node%d: create collect-metadata VXLAN device %s: %w", n, la.Name, err)
+// fastpathTunnel gives node n the collect-metadata VXLAN device the
+// programs encapsulate into, and the tunnel to the other node's pods.
+func (b *builder) fastpathTunnel(h *netlink.Handle, n int, node *fastpath.Node) error {
+	dev := node.Netdevs[0]
+	if err := b.addFastpathVXLAN(h, n, dev); err != nil {
+		return err
 	}
-	if err := h.LinkSetUp(vx); err != nil {
-		return "", fmt.Errorf("node%d: set %s up: %w", n, la.Name, err)
+	node.Tunnels = []fastpath.Tunnel{{CIDR: podCIDR(3 - n), Remote: nodeIP(3 - n), VNI: vxlanVNI, Dev: dev}}
+	return nil
+}
+
+// fastpathSwitch makes node n's programs switch (not route) and names the
+// other node's pods, which its uplink reaches.
+func (b *builder) fastpathSwitch(_ *netlink.Handle, n int, node *fastpath.Node) error {
+	node.L2 = true
+	for _, p := range b.lo.pods {
+		if p.node != n {
+			node.RemotePods = append(node.RemotePods, p.ip)
+		}
 	}
-	return la.Name, nil
+	return nil
 }
 
 // FastpathStats reads what the eBPF fast path of each node carried (node1
@@ -99,16 +119,21 @@ func (l *Lab) FastpathStats() (stats []fastpath.Stats, ok bool, err error) {
 	if l.Spec == nil || l.Spec.Fastpath == "" {
 		return nil, false, nil
 	}
+	t, err := lookupTopology(l.Spec.Topology)
+	if err != nil {
+		return nil, false, err
+	}
+	hook := t.fastpath
+	if !hook.supported() {
+		return nil, false, fmt.Errorf("fastpath=%s on %s, which has no fast path", l.Spec.Fastpath, t.name)
+	}
 	lo := makeLayout(l.Spec, l.ID)
 	for n := 1; n <= 2; n++ {
 		h, err := netns.Handle(lo.nodeNS[n-1])
 		if err != nil {
 			return nil, false, err
 		}
-		dev := mustIf(l.ID, "u")
-		if l.Spec.Topology == TopoVXLAN {
-			dev = mustIf(l.ID, "vxm")
-		}
+		dev := mustIf(l.ID, hook.dev)
 		s, found, err := fastpath.Read(h, dev)
 		h.Close()
 		if err != nil {

@@ -149,27 +149,16 @@ func TestPrivFastpath(t *testing.T) {
 // refused on other presets when it is set, before anything exists.
 func TestFastpathKnobRefused(t *testing.T) {
 	for _, topo := range []string{"host", "veth", "bridge", "macvlan", "ovs-netdev"} {
-		s, _ := Preset(topo)
-		err := s.Set("fastpath", "ebpf")
-		if err == nil {
-			err = s.validate() // bridge: refused once it has one node
-		}
-		if err == nil || !strings.Contains(err.Error(), "native, vxlan, or bridge with nodes=2") {
+		// bridge: refused once the whole spec shows it has one node
+		_, err := Resolve(topo, "", map[string]string{"fastpath": "ebpf"})
+		if err == nil || !strings.Contains(err.Error(), "native, vxlan, bridge with nodes=2") {
 			t.Errorf("%s: fastpath=ebpf: %v", topo, err)
 		}
 	}
-	s, _ := Preset("bridge")
-	if err := s.Set("fastpath", "ebpf"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Set("nodes", "2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.validate(); err != nil {
+	if _, err := Resolve("bridge", "", map[string]string{"fastpath": "ebpf", "nodes": "2"}); err != nil {
 		t.Errorf("bridge nodes=2 fastpath=ebpf: %v", err)
 	}
-	s, _ = Preset("native")
-	if err := s.Set("fastpath", "xdp"); err == nil {
+	if _, err := Resolve("native", "", map[string]string{"fastpath": "xdp"}); err == nil {
 		t.Error("fastpath=xdp accepted")
 	}
 }

@@ -25,14 +25,9 @@ import (
 // fails the test: the test would otherwise measure a lab it did not ask for.
 func presetWith(t *testing.T, topo string, knobs map[string]string) *Spec {
 	t.Helper()
-	s, err := Preset(topo)
+	s, err := Resolve(topo, "", knobs)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for k, v := range knobs {
-		if err := s.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return s
 }
@@ -57,8 +52,7 @@ func upPreset(t *testing.T, p string) *Lab {
 	if strings.HasPrefix(p, "ovs") {
 		needOVS(t)
 	}
-	s := presetWith(t, p, nil)
-	quietPMD(t, s)
+	s := presetWith(t, p, quietPMD(p))
 	l, err := Up(context.Background(), s, UpOptions{})
 	if errors.Is(err, ErrNotSupported) {
 		t.Skipf("%v (TestPrivMissingKernelFeature covers this)", err)

@@ -23,10 +23,14 @@ import (
 // packet and per connection. Only what a ClusterIP service needs is
 // generated (no NodePorts, load balancers, health checks or IPv6).
 
+// ProxyMode is the proxy knob's value: which of kube-proxy's modes writes
+// the Services' rules on every node.
+type ProxyMode string
+
 // Proxy modes of the proxy knob.
 const (
-	ProxyIPTables = "iptables"
-	ProxyNFTables = "nftables"
+	ProxyIPTables ProxyMode = "iptables"
+	ProxyNFTables ProxyMode = "nftables"
 )
 
 // The measured service: the server pod behind the LAST service, on the

@@ -17,14 +17,14 @@ import (
 func TestPrivProxy(t *testing.T) {
 	testns.NeedRoot(t)
 	privateState(t)
-	for _, mode := range []string{ProxyIPTables, ProxyNFTables} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []ProxyMode{ProxyIPTables, ProxyNFTables} {
+		t.Run(string(mode), func(t *testing.T) {
 			if mode == ProxyIPTables {
 				if _, err := exec.LookPath(iptablesRestoreBin); err != nil {
 					t.Skip("iptables-restore not installed (Debian package iptables)")
 				}
 			}
-			l := upLab(t, presetWith(t, "native", map[string]string{"proxy": mode, "services": "50", "endpoints": "2"}))
+			l := upLab(t, presetWith(t, "native", map[string]string{"proxy": string(mode), "services": "50", "endpoints": "2"}))
 			svc, err := l.Endpoint("service")
 			if err != nil {
 				t.Fatal(err)

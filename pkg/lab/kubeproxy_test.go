@@ -104,26 +104,17 @@ func TestKubeServicesEndpoints(t *testing.T) {
 func TestProxyKnobValidation(t *testing.T) {
 	for _, tc := range []struct {
 		topo string
-		kv   [][2]string
+		kv   map[string]string
 		want string
 	}{
-		{"native", [][2]string{{"proxy", "iptables"}}, "knob proxy: needs services=N"},
-		{"veth", [][2]string{{"proxy", "nftables"}}, "knob proxy: kube-proxy's rules go in node namespaces"},
-		{"native", [][2]string{{"services", "10"}, {"endpoints", "2"}}, "knob endpoints: only with proxy"},
-		{"native", [][2]string{{"proxy", "ipvs"}}, `knob proxy: bad value "ipvs"`},
-		{"native", [][2]string{{"services", "30001"}}, `knob services: bad value "30001"`},
-		{"native", [][2]string{{"proxy", "nftables"}, {"services", "30000"}, {"endpoints", "10"}}, ""},
+		{"native", map[string]string{"proxy": "iptables"}, "knob proxy: needs services=N"},
+		{"veth", map[string]string{"proxy": "nftables"}, "knob proxy: kube-proxy's rules go in node namespaces"},
+		{"native", map[string]string{"services": "10", "endpoints": "2"}, "knob endpoints: only with proxy"},
+		{"native", map[string]string{"proxy": "ipvs"}, `knob proxy: bad value "ipvs"`},
+		{"native", map[string]string{"services": "30001"}, `knob services: bad value "30001"`},
+		{"native", map[string]string{"proxy": "nftables", "services": "30000", "endpoints": "10"}, ""},
 	} {
-		s, _ := Preset(tc.topo)
-		var err error
-		for _, kv := range tc.kv {
-			if err = s.Set(kv[0], kv[1]); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = s.validate()
-		}
+		_, err := Resolve(tc.topo, "", tc.kv)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s %v: %v", tc.topo, tc.kv, err)
@@ -154,18 +145,17 @@ func TestPolicyPeersAndKnobs(t *testing.T) {
 			t.Fatal("the client appears before the last rule")
 		}
 	}
-	s, _ := Preset("veth")
-	if err := s.Set("policies", "10"); err == nil {
+	if _, err := Resolve("veth", "", map[string]string{"policies": "10"}); err == nil {
 		t.Error("policies on veth accepted")
 	}
-	s, _ = Preset("native")
-	if err := s.Set("policy_mode", "set"); err != nil {
+	s, _ := Preset("native")
+	if err := s.setKnob("policy_mode", "set"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.validate(); err == nil {
+	if err := s.finish(); err == nil {
 		t.Error("policy_mode without policies accepted")
 	}
-	if err := s.Set("policies", "10001"); err == nil {
+	if err := s.setKnob("policies", "10001"); err == nil {
 		t.Error("policies=10001 accepted")
 	}
 }

@@ -14,7 +14,12 @@
 // nodes, socket buffer limits — host-wide on most kernels —, OVS's socket
 // defaults while it builds, offloads) goes through the lab's pkg/tune
 // Journal, whose path the state file records before the first change, and
-// Down, Clean and every failed Up roll it back exactly (sysctl.go).
+// Down, Clean and every failed Up roll it back exactly (journal.go).
+//
+// What the package knows about each preset is one row of the topology
+// registry (topologies.go) and about each knob one entry of the knob
+// registry (knobs.go); Resolve reads knobs through their entries into a
+// typed Spec, which Up builds without checking it again.
 package lab
 
 import (
@@ -190,9 +195,6 @@ func Get(name string) (*Lab, error) {
 	var l Lab
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, fmt.Errorf("lab %s: corrupt state file %s: %v (remove it with `cnibench lab clean`)", name, statePath(name), err)
-	}
-	if l.Spec != nil && l.Spec.NotrackText != "" {
-		_ = l.Spec.Set("notrack", l.Spec.NotrackText) // rebuild the parsed form
 	}
 	return &l, nil
 }

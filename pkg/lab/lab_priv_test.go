@@ -279,9 +279,7 @@ func TestPrivMissingKernelFeature(t *testing.T) {
 // was created.
 func TestPrivUpCancelled(t *testing.T) {
 	testns.NeedRoot(t)
-	s, _ := Preset("bridge")
-	_ = s.Set("nodes", "2")
-	_ = s.Set("pods_per_node", "40")
+	s := presetWith(t, "bridge", map[string]string{"nodes": "2", "pods_per_node": "40"})
 	id := pinID(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -29,27 +30,18 @@ func nftConn(ns string, opts ...nftables.ConnOption) (*nftables.Conn, func(), er
 	return c, func() { f.Close() }, nil
 }
 
-// routedTopo reports whether pod traffic is routed through node namespaces
-// (so netfilter rules belong in the nodes, as kube-proxy's would).
-func routedTopo(t string) bool {
-	switch t {
-	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
-		return true
-	}
-	return false
-}
-
 // applyNft installs the conntrack, notrack and services knobs as one
 // nftables table "cnb-<id>" (family ip) per namespace on the path, each
 // namespace in one atomic netlink batch.
-func (b *builder) applyNft() error {
+func (b *builder) applyNft(context.Context) error {
 	table := nameOfTable(b.l.ID)
 	server, client := b.lo.endpoints()
 	// Where the stateful rule and notrack go: the nodes when they route pod
 	// traffic, otherwise the receiving (server) pod.
+	routed := b.s.row().routed == yes
 	var pathNS []string
 	hook := nftables.ChainHookInput
-	if routedTopo(b.s.Topology) {
+	if routed {
 		pathNS, hook = b.lo.nodeNS, nftables.ChainHookForward
 	} else {
 		pathNS = []string{server.netns}
@@ -74,7 +66,7 @@ func (b *builder) applyNft() error {
 		}
 	}
 	svcNS, svcHook := client.netns, nftables.ChainHookOutput
-	if routedTopo(b.s.Topology) {
+	if routed {
 		svcNS, svcHook = b.lo.nodeNS[0], nftables.ChainHookPrerouting
 	}
 	if b.s.Services > 0 && b.s.Proxy == "" {

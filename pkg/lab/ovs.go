@@ -29,6 +29,10 @@ var (
 	privOVSRoot = filepath.Join(stateRoot(), "ovs") // private per-node OVS instances (ovs-netdev-geneve)
 )
 
+// probeOVSTools is the probe of the topologies Open vSwitch switches.
+func probeOVSTools(ctx context.Context, _ *Spec, _ string) error { return probeOVS(ctx) }
+
+// probeOVS checks that Open vSwitch's daemons and tools are installed.
 func probeOVS(context.Context) error {
 	for _, tool := range []string{"ovs-vsctl", "ovsdb-server", "ovs-vswitchd", "ovsdb-tool"} {
 		if _, err := exec.LookPath(tool); err != nil {

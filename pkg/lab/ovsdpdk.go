@@ -42,7 +42,7 @@ var dpdkPlugins = []struct{ glob, pkg string }{
 
 // probeOVSDPDK checks, before anything is created, that the DPDK vswitchd
 // and the OVS tools are installed and that the asked PMD CPUs are online.
-func probeOVSDPDK(ctx context.Context, s *Spec) error {
+func probeOVSDPDK(ctx context.Context, s *Spec, _ string) error {
 	if err := probeOVS(ctx); err != nil {
 		return err
 	}

@@ -31,28 +31,45 @@ type DatapathMeter struct {
 }
 
 // DatapathMeter returns the meter of the lab's datapath daemon, or nil when
-// the lab's datapath is the kernel's (or its daemon is not running).
+// no daemon of its datapath is measured (the kernel's datapaths) or the
+// daemon is not running.
 func (l *Lab) DatapathMeter() *DatapathMeter {
-	switch {
-	case l.Preset == TopoOVSDPDK && len(l.PrivateOVS) > 0:
-		dir := l.PrivateOVS[0]
-		pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
-		if err != nil || !procAlive(pid) {
-			return nil
-		}
-		o := privOVS{dir: dir}
-		return &DatapathMeter{pid: pid, ctl: unixctl(dir), env: o.env()}
-	case l.Preset == TopoOVSNetdev:
-		// The host's ovs-vswitchd switches this lab's bridge; it has no
-		// PMD (those figures come out missing), and it serves whatever
-		// other bridges the host has too, whose traffic it would count.
-		pid, err := readPID(filepath.Join(ovsRunDir, "ovs-vswitchd.pid"))
-		if err != nil || !procAlive(pid) {
-			return nil
-		}
-		return &DatapathMeter{pid: pid, ctl: filepath.Join(ovsRunDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))}
+	t, err := lookupTopology(l.Preset)
+	if err != nil {
+		return nil // a state file of a preset this binary does not know
 	}
-	return nil
+	return t.meter(l)
+}
+
+// notMetered is the meter of a topology whose datapath has no daemon
+// measured.
+func notMetered(*Lab) *DatapathMeter { return nil }
+
+// privateVswitchdMeter meters the lab's own ovs-vswitchd (ovs-dpdk's),
+// PMD threads included.
+func privateVswitchdMeter(l *Lab) *DatapathMeter {
+	if len(l.PrivateOVS) == 0 {
+		return nil
+	}
+	dir := l.PrivateOVS[0]
+	pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
+	if err != nil || !procAlive(pid) {
+		return nil
+	}
+	o := privOVS{dir: dir}
+	return &DatapathMeter{pid: pid, ctl: unixctl(dir), env: o.env()}
+}
+
+// hostVswitchdMeter meters the host's ovs-vswitchd, which switches an
+// ovs-netdev lab's bridge; it has no PMD (those figures come out missing),
+// and it serves whatever other bridges the host has too, whose traffic it
+// would count.
+func hostVswitchdMeter(*Lab) *DatapathMeter {
+	pid, err := readPID(filepath.Join(ovsRunDir, "ovs-vswitchd.pid"))
+	if err != nil || !procAlive(pid) {
+		return nil
+	}
+	return &DatapathMeter{pid: pid, ctl: filepath.Join(ovsRunDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))}
 }
 
 // readPID reads the process id a daemon wrote to its pid file p.

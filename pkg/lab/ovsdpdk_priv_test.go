@@ -18,23 +18,22 @@ import (
 	"github.com/cnibench/cnibench/pkg/runid"
 )
 
-// quietPMD lets an ovs-dpdk lab's PMD sleep when idle (pmd-maxsleep 500
-// µs), so tests that build every preset do not spin a CPU of the host
-// running them; the PMD still moves every packet.
-func quietPMD(t *testing.T, s *Spec) {
-	t.Helper()
-	if s.Topology == TopoOVSDPDK {
-		if err := s.Set("pmd_sleep", "500"); err != nil {
-			t.Fatal(err)
-		}
+// quietPMD is the knob that lets an ovs-dpdk lab's PMD sleep when idle
+// (pmd-maxsleep 500 µs), so tests that build every preset do not spin a
+// CPU of the host running them; the PMD still moves every packet. Other
+// presets get no knob.
+func quietPMD(topo string) map[string]string {
+	if topo == TopoOVSDPDK {
+		return map[string]string{"pmd_sleep": "500"}
 	}
+	return nil
 }
 
 func needOVSDPDK(t *testing.T) {
 	t.Helper()
 	testns.NeedRoot(t)
 	s, _ := Preset(TopoOVSDPDK)
-	if err := probeOVSDPDK(context.Background(), s); err != nil {
+	if err := probeOVSDPDK(context.Background(), s, ""); err != nil {
 		t.Skip(err.Error())
 	}
 }
@@ -187,8 +186,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	s, _ := Preset(TopoOVSDPDK)
-	quietPMD(t, s)
+	s := presetWith(t, TopoOVSDPDK, quietPMD(TopoOVSDPDK))
 	_, err := Up(ctx, s, UpOptions{})
 	if err == nil {
 		t.Fatal("up finished before the cancel; the test proves nothing")

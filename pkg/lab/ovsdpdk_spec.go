@@ -30,6 +30,8 @@ type DPDKSpec struct {
 
 const (
 	dpdkDefaultHugepages = 256
+	dpdkMinHugepages     = 64
+	dpdkMaxHugepages     = 8192
 	dpdkMaxSleepUs       = 10000 // OVS 3.1's ceiling for pmd-maxsleep
 	dpdkMaxCPU           = 1023
 	dpdkMaxMTU           = 1500 // af_packet's default 2 KiB frames hold a 1500-byte packet
@@ -44,74 +46,12 @@ const (
 
 func defaultDPDK() *DPDKSpec { return &DPDKSpec{Hugepages: dpdkDefaultHugepages} }
 
-// setDPDK parses one of the ovs-dpdk knobs; bad returns the knob's usual
-// "bad value" error.
-func (s *Spec) setDPDK(key, value string, bad func() error) error {
-	if s.Topology != TopoOVSDPDK || s.DPDK == nil {
-		return fmt.Errorf("knob %s: only the ovs-dpdk topology takes it (topology is %s)", key, s.Topology)
-	}
-	v := strings.TrimSpace(value)
-	switch key {
-	case "pmd_cpus":
-		cpus, err := parseCPUList(v)
-		if err != nil {
-			return fmt.Errorf("knob pmd_cpus: %v (allowed: %s)", err, knobHelp[key])
-		}
-		s.DPDK.PMDCPUs = cpus
-	case "pmd_sleep":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > dpdkMaxSleepUs {
-			return bad()
-		}
-		s.DPDK.PMDSleepUs = n
-	case "userspace_tso":
-		on, ok := parseOnOff(v)
-		if !ok {
-			return bad()
-		}
-		s.DPDK.UserspaceTSO = on
-	case "hugepages":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 64 || n > 8192 {
-			return bad()
-		}
-		s.DPDK.Hugepages = n
-	case "ring_frames":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < dpdkMinRingFrames || n > dpdkMaxRingFrames || n&(n-1) != 0 {
-			return bad()
-		}
-		s.DPDK.RingFrames = n
-	}
-	return nil
-}
-
 // ringFrames is the framecnt the af_packet ports are given.
 func (d *DPDKSpec) ringFrames() int {
 	if d.RingFrames == 0 {
 		return dpdkDefaultRingFrames
 	}
 	return d.RingFrames
-}
-
-// validateDPDK refuses what the ovs-dpdk lab cannot build: its pods sit on
-// one OVS bridge with no node routing, so the knobs that put rules in a
-// routing node or a service path have nowhere to go.
-func (s *Spec) validateDPDK() error {
-	if s.DPDK == nil {
-		return fmt.Errorf("ovs-dpdk: no switch settings (build the spec with Preset)")
-	}
-	switch {
-	case s.Services > 0:
-		return fmt.Errorf("knob services: not supported on %s", s.Topology)
-	case s.Conntrack || len(s.Notrack) > 0:
-		return fmt.Errorf("knob conntrack/notrack: not supported on %s (its pods have no routing node)", s.Topology)
-	case s.MTU > dpdkMaxMTU:
-		return fmt.Errorf("knob mtu: at most %d on %s (the af_packet ports' 2 KiB frames)", dpdkMaxMTU, s.Topology)
-	case s.PodsPerNode != 2 || s.Nodes != 1:
-		return fmt.Errorf("ovs-dpdk: one switch node with two pods (client, server) only")
-	}
-	return nil
 }
 
 // parseCPUList parses a Linux CPU list ("1", "0-1", "0,2-3") into sorted,

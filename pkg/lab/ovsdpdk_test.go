@@ -17,28 +17,20 @@ func TestDPDKKnobs(t *testing.T) {
 	if s.DPDK == nil || s.DPDK.Hugepages != dpdkDefaultHugepages || s.DPDK.PMDSleepUs != 0 || s.Nodes != 1 {
 		t.Fatalf("preset defaults: %+v %+v", s, s.DPDK)
 	}
-	for k, v := range map[string]string{"pmd_cpus": "0,2-3", "pmd_sleep": "500", "userspace_tso": "on", "hugepages": "300", "ring_frames": "2048"} {
-		if err := s.Set(k, v); err != nil {
-			t.Fatalf("%s=%s: %v", k, v, err)
-		}
+	s, err = Resolve(TopoOVSDPDK, "", map[string]string{"pmd_cpus": "0,2-3", "pmd_sleep": "500", "userspace_tso": "on", "hugepages": "300", "ring_frames": "2048"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := DPDKSpec{PMDCPUs: []int{0, 2, 3}, PMDSleepUs: 500, UserspaceTSO: true, Hugepages: 300, RingFrames: 2048}
 	if !reflect.DeepEqual(*s.DPDK, want) {
 		t.Errorf("spec %+v, want %+v", *s.DPDK, want)
 	}
-	if err := s.validate(); err != nil {
-		t.Errorf("validate: %v", err)
-	}
 	// The values these knobs refuse are checked in TestSetRefuses.
 
 	// What the lab cannot build is refused before anything is made.
 	for k, v := range map[string]string{"mtu": "9000", "services": "2", "conntrack": "on"} {
-		s, _ := Preset(TopoOVSDPDK)
-		if err := s.Set(k, v); err != nil {
-			t.Fatalf("%s=%s: %v", k, v, err)
-		}
-		if err := s.validate(); err == nil || !strings.Contains(err.Error(), k) {
-			t.Errorf("%s=%s on ovs-dpdk: want a validate error naming it, got %v", k, v, err)
+		if _, err := Resolve(TopoOVSDPDK, "", map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s on ovs-dpdk: want an error naming it, got %v", k, v, err)
 		}
 	}
 }

@@ -12,12 +12,7 @@ import (
 // node); nodes on the underlay 172.31.0.0/24; tunnel interfaces in
 // 10.245.0.0/24; service VIPs in 10.96.0.0/16. They exist only inside the
 // lab's namespaces, so two labs can use the same ones at once.
-const (
-	underlayPrefix = 24
-	vxlanVNI       = 42
-	vxlanPort      = 4789
-	genevePort     = 6081
-)
+const underlayPrefix = 24
 
 // gatewayIP is the pods' default gateway on routed topologies; the node side
 // of each pod veth carries gatewayMAC, pinned in the pod's neighbour table
@@ -52,8 +47,11 @@ type layout struct {
 	nodeNS    []string // index 0 = node1
 	hostLinks []string
 	ovsBr     []string
-	podMTU    int
-	underMTU  int
+	// nodeIPs are the nodes' endpoint addresses (node1 first), set where
+	// the lab has two nodes that are endpoints.
+	nodeIPs  []net.IP
+	podMTU   int
+	underMTU int
 }
 
 // endpoints returns the server and the client pod.
@@ -90,125 +88,128 @@ func mustIf(id, suffix string) string {
 	return n
 }
 
-// overhead is the encapsulation cost subtracted from the underlay MTU.
-func overhead(topo string) int {
-	switch topo {
-	case TopoVXLAN, TopoGeneve, TopoOVSNetdevGeneve:
-		return 50
-	case TopoIPIP:
-		return 20
-	}
-	return 0
-}
-
 func makeLayout(s *Spec, id string) *layout {
+	t := s.row()
 	lo := &layout{underMTU: s.UnderlayMTU}
 	if lo.underMTU == 0 {
 		lo.underMTU = 1500
 	}
 	lo.podMTU = s.MTU
 	if lo.podMTU == 0 {
-		lo.podMTU = lo.underMTU - overhead(s.Topology)
+		lo.podMTU = lo.underMTU - t.tunnel.overhead
 	}
 	for n := 1; n <= s.Nodes; n++ {
 		lo.nodeNS = append(lo.nodeNS, runid.Name(id, fmt.Sprintf("node%d", n)))
 	}
-	podName := func(node, idx int) (string, string) {
-		switch {
-		case node == 1 && idx == 0:
-			return "client", runid.Name(id, "client")
-		case (s.Nodes == 2 && node == 2 && idx == 0) || (s.Nodes < 2 && node == 1 && idx == 1):
-			return "server", runid.Name(id, "server")
-		}
-		ep := fmt.Sprintf("pod%d-%d", node, idx)
-		return ep, runid.Name(id, ep)
-	}
-	switch s.Topology {
-	case TopoHost:
-		ns := runid.Name(id, "host")
-		lo.pods = []pod{{endpoint: "client", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8},
-			{endpoint: "server", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8}}
-	case TopoVeth:
-		lo.pods = []pod{{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 24},
-			{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(1, 1), prefix: 24}}
-	case TopoOVSNetdev:
-		// The addresses of the Open vSwitch userspace UDP tuning document.
-		lo.pods = []pod{
-			{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, hostIf: mustIf(id, "c")},
-			{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, hostIf: mustIf(id, "s")}}
-		lo.hostLinks = []string{mustIf(id, "c"), mustIf(id, "s")}
-		lo.ovsBr = []string{mustIf(id, "br")}
-	case TopoOVSNetdevGeneve:
-		lo.pods = []pod{
-			{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 16, node: 1, hostIf: mustIf(id, "c")},
-			{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(2, 0), prefix: 16, node: 2, hostIf: mustIf(id, "s")}}
-		// Each node runs its own Open vSwitch inside its namespace (see privOVS).
-	case TopoOVSDPDK:
-		// ovs-netdev's pods and addresses; the switch runs privately in
-		// node1, where the pods' host ends are too (ovsdpdk.go).
-		lo.pods = []pod{
-			{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, node: 1, hostIf: mustIf(id, "c")},
-			{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, node: 1, idx: 1, hostIf: mustIf(id, "s")}}
-	default:
-		prefix := 32
-		switch s.Topology {
-		case TopoBridge:
-			prefix = 24
-			if s.Nodes == 2 {
-				prefix = 16 // one L2 segment spanning both nodes
-			}
-		case TopoMacvlan:
-			prefix = 24
-		}
+	t.layout(lo, s, id)
+	return lo
+}
+
+// The layouts of the topology rows: each fills in the pods (and, where
+// the nodes are endpoints, their addresses) of a layout whose MTUs and
+// node namespaces makeLayout set.
+
+// loopbackLayout: client and server in one namespace, over lo.
+func loopbackLayout(lo *layout, _ *Spec, id string) {
+	ns := runid.Name(id, "host")
+	lo.pods = []pod{{endpoint: "client", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8},
+		{endpoint: "server", netns: ns, ip: net.IPv4(127, 0, 0, 1).To4(), prefix: 8}}
+}
+
+// vethLayout: two pod namespaces on one /24.
+func vethLayout(lo *layout, _ *Spec, id string) {
+	lo.pods = []pod{{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 24},
+		{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(1, 1), prefix: 24}}
+}
+
+// ovsNetdevLayout: the addresses of the Open vSwitch userspace UDP tuning
+// document; the pods' host ends and the bridge are in the host namespace.
+func ovsNetdevLayout(lo *layout, _ *Spec, id string) {
+	lo.pods = []pod{
+		{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, hostIf: mustIf(id, "c")},
+		{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, hostIf: mustIf(id, "s")}}
+	lo.hostLinks = []string{mustIf(id, "c"), mustIf(id, "s")}
+	lo.ovsBr = []string{mustIf(id, "br")}
+}
+
+// ovsGeneveLayout: one pod per node on one /16; each node runs its own
+// Open vSwitch inside its namespace (see privOVS).
+func ovsGeneveLayout(lo *layout, _ *Spec, id string) {
+	lo.pods = []pod{
+		{endpoint: "client", netns: runid.Name(id, "client"), ip: podIP(1, 0), prefix: 16, node: 1, hostIf: mustIf(id, "c")},
+		{endpoint: "server", netns: runid.Name(id, "server"), ip: podIP(2, 0), prefix: 16, node: 2, hostIf: mustIf(id, "s")}}
+	lo.nodeIPs = []net.IP{nodeIP(1), nodeIP(2)}
+}
+
+// ovsDPDKLayout: ovs-netdev's pods and addresses; the switch runs
+// privately in node1, where the pods' host ends are too (ovsdpdk.go).
+func ovsDPDKLayout(lo *layout, _ *Spec, id string) {
+	lo.pods = []pod{
+		{endpoint: "client", netns: runid.Name(id, "client"), ip: net.IPv4(10, 15, 2, 7).To4(), prefix: 24, node: 1, hostIf: mustIf(id, "c")},
+		{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, node: 1, idx: 1, hostIf: mustIf(id, "s")}}
+}
+
+// podGrid lays out pods_per_node pods on each node, pod i of node n at
+// 10.244.n.(10+i) with the prefix the spec's shape gives; the client is
+// node1's first pod, the server node2's first (or node1's second on one
+// node). veth gives each pod a node-side veth end; nodeAddr, with two
+// nodes, makes the nodes endpoints at those addresses.
+func podGrid(prefix func(s *Spec) int, veth bool, nodeAddr func(node int) net.IP) func(*layout, *Spec, string) {
+	return func(lo *layout, s *Spec, id string) {
 		for n := 1; n <= s.Nodes; n++ {
 			for i := 0; i < s.PodsPerNode; i++ {
-				ep, ns := podName(n, i)
-				p := pod{endpoint: ep, netns: ns, ip: podIP(n, i), prefix: prefix, node: n, idx: i}
-				if s.Topology != TopoMacvlan {
+				ep := fmt.Sprintf("pod%d-%d", n, i)
+				switch {
+				case n == 1 && i == 0:
+					ep = "client"
+				case (s.Nodes == 2 && n == 2 && i == 0) || (s.Nodes < 2 && n == 1 && i == 1):
+					ep = "server"
+				}
+				p := pod{endpoint: ep, netns: runid.Name(id, ep), ip: podIP(n, i), prefix: prefix(s), node: n, idx: i}
+				if veth {
 					p.hostIf = mustIf(id, fmt.Sprintf("h%d", i))
 				}
 				lo.pods = append(lo.pods, p)
 			}
 		}
+		if s.Nodes == 2 && nodeAddr != nil {
+			lo.nodeIPs = []net.IP{nodeAddr(1), nodeAddr(2)}
+		}
 	}
-	return lo
+}
+
+// prefixOf is a pod prefix length that does not depend on the shape.
+func prefixOf(bits int) func(*Spec) int { return func(*Spec) int { return bits } }
+
+// bridgePrefix: a /24 per node, or one /16 when the segment spans two.
+func bridgePrefix(s *Spec) int {
+	if s.Nodes == 2 {
+		return 16
+	}
+	return 24
 }
 
 // plan turns a spec into the lab's state before anything is built.
 func plan(s *Spec, id, name string) *Lab {
+	t := s.row()
 	lo := makeLayout(s, id)
 	l := &Lab{Name: name, ID: id, Preset: s.Topology, Spec: s, Knobs: s.Knobs(),
 		Endpoints: map[string]Endpoint{}, Namespaces: lo.namespaces(),
 		HostLinks: lo.hostLinks, OVSBridges: lo.ovsBr, Pods: len(lo.pods)}
-	if s.Topology == TopoOVSNetdevGeneve || s.Topology == TopoOVSDPDK {
+	if t.privateOVS == yes {
 		for _, ns := range lo.nodeNS {
 			l.PrivateOVS = append(l.PrivateOVS, filepath.Join(privOVSRoot, ns))
 		}
 	}
-	if s.Topology != TopoHost {
+	if t.loopback != yes {
 		l.PodMTU = lo.podMTU
 	}
 	for _, p := range lo.pods {
 		l.Endpoints[p.endpoint] = Endpoint{Name: p.endpoint, Kind: "pod", Netns: p.netns, IP: p.ip.String()}
 	}
-	switch s.Topology {
-	case TopoNative, TopoVXLAN, TopoGeneve, TopoIPIP:
-		for n := 1; n <= 2; n++ {
-			e := fmt.Sprintf("node%d", n)
-			l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: nodeIP(n).String()}
-		}
-	case TopoBridge:
-		if s.Nodes == 2 {
-			for n := 1; n <= 2; n++ {
-				e := fmt.Sprintf("node%d", n)
-				l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: bridgeNodeIP(n).String()}
-			}
-		}
-	case TopoOVSNetdevGeneve:
-		for n := 1; n <= 2; n++ {
-			e := fmt.Sprintf("node%d", n)
-			l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[n-1], IP: nodeIP(n).String()}
-		}
+	for i, ip := range lo.nodeIPs {
+		e := fmt.Sprintf("node%d", i+1)
+		l.Endpoints[e] = Endpoint{Name: e, Kind: "node", Netns: lo.nodeNS[i], IP: ip.String()}
 	}
 	if s.Services > 0 {
 		l.ServiceIP = serviceVIP(s.Services - 1).String()

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"net"
 
@@ -25,11 +26,14 @@ import (
 // so the cost of N policies and of the two representations can be measured
 // (tcp_crr pays it per connection; every packet pays the conntrack lookup).
 
+// PolicyMode is the policy_mode knob's value: how the policies are written.
+type PolicyMode string
+
 // Policy modes of the policy_mode knob.
 const (
-	PolicyLinear = "linear"
-	PolicySet    = "set"
-	maxPolicies  = 10000
+	PolicyLinear PolicyMode = "linear"
+	PolicySet    PolicyMode = "set"
+	maxPolicies             = 10000
 )
 
 // policyPeers lists the allowed peers: N-1 addresses no pod has, then the
@@ -47,7 +51,7 @@ func policyPeers(n int, client net.IP) []net.IP {
 func policyTable(id string) string { return nameOfTable(id) + "-policy" }
 
 // addPolicyRules queues the policy ruleset for the pod at podIP on c.
-func addPolicyRules(c *nftables.Conn, table, mode string, podIP net.IP, peers []net.IP) error {
+func addPolicyRules(c *nftables.Conn, table string, mode PolicyMode, podIP net.IP, peers []net.IP) error {
 	t := c.AddTable(&nftables.Table{Name: table, Family: nftables.TableFamilyIPv4})
 	pol := nftables.ChainPolicyAccept
 	fwd := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
@@ -101,7 +105,7 @@ func addPolicyRules(c *nftables.Conn, table, mode string, podIP net.IP, peers []
 }
 
 // applyPolicies filters the server pod's ingress in its node.
-func (b *builder) applyPolicies() error {
+func (b *builder) applyPolicies(context.Context) error {
 	server, client := b.lo.endpoints()
 	ns := b.lo.nodeNS[server.node-1]
 	mode := b.s.PolicyMode

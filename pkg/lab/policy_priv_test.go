@@ -16,9 +16,9 @@ import (
 func TestPrivPolicies(t *testing.T) {
 	testns.NeedRoot(t)
 	privateState(t)
-	for _, mode := range []string{PolicyLinear, PolicySet} {
-		t.Run(mode, func(t *testing.T) {
-			l := upLab(t, presetWith(t, "native", map[string]string{"policies": "300", "policy_mode": mode, "pods_per_node": "2"}))
+	for _, mode := range []PolicyMode{PolicyLinear, PolicySet} {
+		t.Run(string(mode), func(t *testing.T) {
+			l := upLab(t, presetWith(t, "native", map[string]string{"policies": "300", "policy_mode": string(mode), "pods_per_node": "2"}))
 			srv, _ := l.Endpoint("server")
 			cl, _ := l.Endpoint("client")
 			other, err := l.Endpoint("pod1-1") // node1's second pod: not an allowed peer

@@ -31,17 +31,16 @@ func TestSetKnobs(t *testing.T) {
 		{"bridge", "pods_per_node", "50"},
 	}
 	for _, c := range good {
-		s, _ := Preset(c.topo)
-		if err := s.Set(c.k, c.v); err != nil {
+		s, err := Resolve(c.topo, "", map[string]string{c.k: c.v})
+		if err != nil {
 			t.Errorf("%s %s=%s: %v", c.topo, c.k, c.v, err)
+			continue
 		}
 		if s.Knobs()[c.k] != c.v {
 			t.Errorf("%s=%s not recorded in Knobs()", c.k, c.v)
 		}
 	}
-	s, _ := Preset("host")
-	s.Services = 3
-	if err := s.validate(); err == nil || !strings.Contains(err.Error(), "services") {
+	if _, err := Resolve("host", "", map[string]string{"services": "3"}); err == nil || !strings.Contains(err.Error(), "services") {
 		t.Errorf("services on host: want error, got %v", err)
 	}
 }
@@ -75,8 +74,7 @@ func TestSetRefuses(t *testing.T) {
 		{"ovs-netdev", "ring_frames", "only the ovs-dpdk topology", []string{"512"}},
 	} {
 		for _, v := range c.values {
-			s, _ := Preset(c.topo)
-			err := s.Set(c.k, v)
+			_, err := Resolve(c.topo, "", map[string]string{c.k: v})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.k) {
 				t.Errorf("%s %s=%q: want one error naming the knob and %q, got %v", c.topo, c.k, v, c.want, err)
 			}
@@ -89,17 +87,24 @@ func TestSetRefuses(t *testing.T) {
 
 // TestIntKnobBounds checks each integer knob at both ends of its range on
 // a preset that takes it: the ends are accepted, one past them is refused
-// as a bad value, and the range is the one knobHelp quotes to the user.
+// as a bad value, and the range is the one its help quotes to the user.
 func TestIntKnobBounds(t *testing.T) {
-	for key, k := range intKnobs {
-		lo, hi := strconv.FormatInt(k.lo, 10), strconv.FormatInt(k.hi, 10)
-		help := knobHelp[key]
+	checked := 0
+	for _, k := range knobs {
+		g, isInt := k.grammar.(intRange)
+		if !isInt {
+			continue
+		}
+		checked++
+		key := k.name
+		lo, hi := strconv.FormatInt(g.lo, 10), strconv.FormatInt(g.hi, 10)
+		help := knobHelp(key)
 		if !strings.Contains(help, lo) || !strings.Contains(help, hi) {
 			t.Errorf("%s: help %q does not quote the range %s..%s", key, help, lo, hi)
 		}
 		topo := ""
 		for _, p := range Presets() {
-			if s, _ := Preset(p); s.Set(key, hi) == nil {
+			if s, _ := Preset(p); s.setKnob(key, hi) == nil {
 				topo = p
 				break
 			}
@@ -109,15 +114,18 @@ func TestIntKnobBounds(t *testing.T) {
 			continue
 		}
 		s, _ := Preset(topo)
-		if err := s.Set(key, lo); err != nil {
+		if err := s.setKnob(key, lo); err != nil {
 			t.Errorf("%s %s=%s: %v", topo, key, lo, err)
 		}
-		for _, v := range []int64{k.lo - 1, k.hi + 1} {
+		for _, v := range []int64{g.lo - 1, g.hi + 1} {
 			s, _ := Preset(topo)
-			if err := s.Set(key, strconv.FormatInt(v, 10)); err == nil || !strings.Contains(err.Error(), "bad value") {
+			if err := s.setKnob(key, strconv.FormatInt(v, 10)); err == nil || !strings.Contains(err.Error(), "bad value") {
 				t.Errorf("%s %s=%d: want a bad-value error, got %v", topo, key, v, err)
 			}
 		}
+	}
+	if checked < 13 { // every integer knob of the registry, DPDK's included
+		t.Errorf("%d integer knobs checked", checked)
 	}
 }
 
@@ -172,7 +180,7 @@ func TestLayout(t *testing.T) {
 	mtu := func(topo string, sets ...string) int {
 		s, _ := Preset(topo)
 		for i := 0; i+1 < len(sets); i += 2 {
-			if err := s.Set(sets[i], sets[i+1]); err != nil {
+			if err := s.setKnob(sets[i], sets[i+1]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -193,8 +201,8 @@ func TestLayout(t *testing.T) {
 	// Every interface name fits IFNAMSIZ even with the most pods.
 	for _, topo := range Presets() {
 		s, _ := Preset(topo)
-		if s.Set("pods_per_node", "200") == nil && s.Nodes == 1 {
-			_ = s.Set("nodes", "2")
+		if s.setKnob("pods_per_node", "200") == nil && s.Nodes == 1 {
+			_ = s.setKnob("nodes", "2")
 		}
 		l := plan(s, "zz99", "x")
 		if _, err := l.Endpoint("client"); err != nil {

@@ -36,9 +36,9 @@ var specFileFields = []string{"topology", "nodes", "pods_per_node", "knobs"}
 var lineRE = regexp.MustCompile(`^line (\d+):`)
 
 var fieldHelp = map[string]string{
-	"topology":      "a preset name: " + strings.Join(presetOrder, ", "),
-	"nodes":         knobHelp["nodes"],
-	"pods_per_node": knobHelp["pods_per_node"],
+	"topology":      "a preset name: " + strings.Join(Presets(), ", "),
+	"nodes":         knobHelp("nodes"),
+	"pods_per_node": knobHelp("pods_per_node"),
 	"knobs":         "a map of knob: value; knobs: " + strings.Join(KnobNames(), ", "),
 }
 
@@ -68,12 +68,15 @@ var unknownFieldRE = regexp.MustCompile(`line (\d+): field (\S+) not found`)
 
 // LoadSpecFile reads a topology from a YAML file, strictly: unknown fields
 // and bad values are errors naming the file, the field and what is allowed.
-func LoadSpecFile(path string) (*Spec, error) {
+func LoadSpecFile(path string) (*Spec, error) { return loadSpec(path, path, nil) }
+
+// readSpecFile reads a topology file into a spec that is not finished.
+func readSpecFile(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read topology file: %w", err)
 	}
-	s, err := ParseSpec(data)
+	s, err := parseSpec(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -82,12 +85,22 @@ func LoadSpecFile(path string) (*Spec, error) {
 
 // ParseSpec parses the YAML form of a topology (see LoadSpecFile).
 func ParseSpec(data []byte) (*Spec, error) {
+	s, err := parseSpec(data)
+	if err != nil {
+		return nil, invalidError{err}
+	}
+	return complete(s, "", "", nil)
+}
+
+// parseSpec reads a topology file's preset and knobs into a spec that is
+// not finished: Resolve may set more knobs before the whole is checked.
+func parseSpec(data []byte) (*Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f specFile
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("empty topology file (want at least: topology: <%s>)", strings.Join(presetOrder, "|"))
+			return nil, fmt.Errorf("empty topology file (want at least: topology: <%s>)", strings.Join(Presets(), "|"))
 		}
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {
@@ -105,19 +118,20 @@ func ParseSpec(data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("bad YAML: %v", err)
 	}
 	if f.Topology == "" {
-		return nil, fmt.Errorf("field topology: missing (allowed: %s)", strings.Join(presetOrder, ", "))
+		return nil, fmt.Errorf("field topology: missing (allowed: %s)", strings.Join(Presets(), ", "))
 	}
-	s, err := Preset(f.Topology)
+	t, err := lookupTopology(f.Topology)
 	if err != nil {
-		return nil, fmt.Errorf("field topology: unknown %q (allowed: %s)", f.Topology, strings.Join(presetOrder, ", "))
+		return nil, fmt.Errorf("field topology: unknown %q (allowed: %s)", f.Topology, strings.Join(Presets(), ", "))
 	}
+	s := t.defaults()
 	if f.Nodes != nil {
-		if err := s.Set("nodes", fmt.Sprint(*f.Nodes)); err != nil {
+		if err := s.setKnob("nodes", strconv.Itoa(*f.Nodes)); err != nil {
 			return nil, fmt.Errorf("field nodes: %w", err)
 		}
 	}
 	if f.PodsPerNode != nil {
-		if err := s.Set("pods_per_node", fmt.Sprint(*f.PodsPerNode)); err != nil {
+		if err := s.setKnob("pods_per_node", strconv.Itoa(*f.PodsPerNode)); err != nil {
 			return nil, fmt.Errorf("field pods_per_node: %w", err)
 		}
 	}
@@ -125,57 +139,64 @@ func ParseSpec(data []byte) (*Spec, error) {
 	for _, k := range keys {
 		n := f.Knobs[k]
 		if n.Kind != yaml.ScalarNode {
-			return nil, fmt.Errorf("line %d: field knobs.%s: want a scalar value (allowed: %s)", n.Line, k, knobHelpOr(k))
+			return nil, fmt.Errorf("line %d: field knobs.%s: want a scalar value (allowed: %s)", n.Line, k, knobHelp(k))
 		}
 		if k == "nodes" || k == "pods_per_node" {
 			return nil, fmt.Errorf("line %d: field knobs.%s: put %s at the top level, not under knobs", n.Line, k, k)
 		}
-		if err := s.Set(k, n.Value); err != nil {
+		if err := s.setKnob(k, n.Value); err != nil {
 			return nil, fmt.Errorf("line %d: field knobs.%s: %w", n.Line, k, err)
 		}
-	}
-	if err := s.validate(); err != nil {
-		return nil, err
 	}
 	return s, nil
 }
 
-func knobHelpOr(k string) string {
-	if h, ok := knobHelp[k]; ok {
-		return h
-	}
-	return "knobs: " + strings.Join(KnobNames(), ", ")
-}
-
-// Resolve turns an experiment arm's topology (a preset name, or a topology
-// file resolved against dir) and knobs into a complete, validated spec,
-// applying the knobs in a stable order. It touches nothing on the host, so
-// an experiment is checked with it before anything is stored or built.
+// Resolve turns a topology (a preset name, or a topology file resolved
+// against dir) and knobs into a complete, checked spec: each knob's text is
+// read once, through its registry entry, in a stable order, then the whole
+// spec is checked. It touches nothing on the host, so an experiment is
+// checked with it before anything is stored or built, and Up builds what
+// it returns without checking it again. Its errors match ErrInvalid.
 func Resolve(topology, dir string, knobs map[string]string) (*Spec, error) {
-	var spec *Spec
-	var err error
 	if strings.HasSuffix(topology, ".yaml") || strings.HasSuffix(topology, ".yml") || strings.Contains(topology, "/") {
 		path := topology
 		if !filepath.IsAbs(path) && dir != "" {
 			path = filepath.Join(dir, path)
 		}
-		spec, err = LoadSpecFile(path)
-	} else {
-		spec, err = Preset(topology)
+		return loadSpec(path, topology, knobs)
 	}
+	t, err := lookupTopology(topology)
 	if err != nil {
-		return nil, err
+		return nil, invalidError{err}
 	}
-	keys := slices.Sorted(maps.Keys(knobs))
-	for _, k := range keys {
-		if err := spec.Set(k, knobs[k]); err != nil {
-			return nil, err
+	return complete(t.defaults(), topology, "", knobs)
+}
+
+// loadSpec is Resolve of the topology file at path (source as given).
+func loadSpec(path, source string, knobs map[string]string) (*Spec, error) {
+	s, err := readSpecFile(path)
+	if err != nil {
+		return nil, invalidError{err}
+	}
+	return complete(s, source, path, knobs)
+}
+
+// complete sets knobs on s in a stable order, then checks the whole spec
+// (a file's errors named by file).
+func complete(s *Spec, source, file string, knobs map[string]string) (*Spec, error) {
+	for _, k := range slices.Sorted(maps.Keys(knobs)) {
+		if err := s.setKnob(k, knobs[k]); err != nil {
+			return nil, invalidError{err}
 		}
 	}
-	if err := spec.validate(); err != nil {
-		return nil, err
+	s.source = source
+	if err := s.finish(); err != nil {
+		if file != "" {
+			err = fmt.Errorf("%s: %w", file, err)
+		}
+		return nil, invalidError{err}
 	}
-	return spec, nil
+	return s, nil
 }
 
 // EndpointNames lists the endpoints a lab built from s will have (client,

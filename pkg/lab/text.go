@@ -35,6 +35,13 @@ func PresetList() string {
 	return b.String()
 }
 
+// UpHelp is `cnibench lab up --help`'s description: the presets and every
+// knob with the values it takes and where, from the registries.
+func UpHelp() string {
+	return "Build a topology from a preset or a topology file; what it creates is undone on failure or Ctrl-C.\n\nPresets:\n" +
+		PresetList() + "\nKnobs (--set key=value, or under knobs: in a YAML file):\n" + KnobList() + "\nSee docs/lab.md."
+}
+
 // WriteEndpoints prints the lab's endpoints (at most six pods besides
 // client and server: `lab show --json` lists all) and its service VIP.
 func (l *Lab) WriteEndpoints(w io.Writer) {

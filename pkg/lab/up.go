@@ -29,11 +29,10 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // (Ctrl-C), Up removes what it created and returns the error.
 func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 	start := time.Now()
-	if s == nil {
-		return nil, errors.New("lab up: no topology spec")
-	}
-	if err := s.validate(); err != nil {
-		return nil, invalidError{err}
+	if s == nil || !s.resolved {
+		// Resolve checked every knob and the whole spec; Up trusts what it
+		// made and builds nothing from a spec that did not come from it.
+		return nil, invalidError{errors.New("lab up: the topology spec was not made by lab.Resolve or lab.Preset")}
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("lab up: needs root (network namespaces and netlink); run with sudo")
@@ -103,25 +102,11 @@ func Up(ctx context.Context, s *Spec, o UpOptions) (_ *Lab, err error) {
 	return l, nil
 }
 
-// probe checks kernel features a topology needs before anything is created,
-// in a throwaway namespace, so a missing feature leaves nothing behind.
+// probeHost checks what the topology and its fast path need from the host
+// before anything is created, so a missing feature leaves nothing behind.
 func probeHost(ctx context.Context, s *Spec, id string) error {
-	switch s.Topology {
-	case TopoGeneve, TopoIPIP:
-		// pkg/probe decides, in a namespace named for this lab so that
-		// `lab clean --id` finds it after a SIGKILL.
-		err := probe.Require(ctx, runid.Name(id, "probe"), s.Topology)
-		if errors.Is(err, probe.ErrNotSupported) {
-			return fmt.Errorf("%s: %w by this kernel (%s); nothing was created", s.Topology, ErrNotSupported, kernelConfig[s.Topology])
-		}
-		if err != nil {
-			return fmt.Errorf("%s: probe: %w; nothing was created", s.Topology, err)
-		}
-		return nil
-	case TopoOVSNetdev, TopoOVSNetdevGeneve:
-		return probeOVS(ctx)
-	case TopoOVSDPDK:
-		return probeOVSDPDK(ctx, s)
+	if err := s.row().probe(ctx, s, id); err != nil {
+		return err
 	}
 	if s.Fastpath != "" {
 		err := probe.Require(ctx, runid.Name(id, "probe"), fastpathNeeds...)
@@ -131,6 +116,25 @@ func probeHost(ctx context.Context, s *Spec, id string) error {
 		if err != nil {
 			return fmt.Errorf("fastpath=%s: probe: %w; nothing was created", s.Fastpath, err)
 		}
+	}
+	return nil
+}
+
+// probeNothing is the probe of a topology that needs nothing beyond
+// namespaces and veth pairs (and VXLAN, which every supported kernel has).
+func probeNothing(context.Context, *Spec, string) error { return nil }
+
+// probeKernelTunnel asks pkg/probe whether the kernel has the topology's
+// tunnel (the capability named like the preset), in a namespace named for
+// this lab so that `lab clean --id` finds it after a SIGKILL.
+func probeKernelTunnel(ctx context.Context, s *Spec, id string) error {
+	t := s.row()
+	err := probe.Require(ctx, runid.Name(id, "probe"), t.name)
+	if errors.Is(err, probe.ErrNotSupported) {
+		return fmt.Errorf("%s: %w by this kernel (%s); nothing was created", t.name, ErrNotSupported, t.tunnel.kernelOption)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: probe: %w; nothing was created", t.name, err)
 	}
 	return nil
 }

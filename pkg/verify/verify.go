@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -218,8 +219,8 @@ type tunedLabs struct {
 	changes int
 }
 
-func (t *tunedLabs) Up(ctx context.Context, topology, dir string, knobs map[string]string) (experiment.LabInstance, error) {
-	l, err := t.inner.Up(ctx, topology, dir, knobs)
+func (t *tunedLabs) Up(ctx context.Context, spec *lab.Spec) (experiment.LabInstance, error) {
+	l, err := t.inner.Up(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func (t *tunedLabs) Up(ctx context.Context, topology, dir string, knobs map[stri
 			t.add(rep.Journal)
 		}
 		t.changes += len(rep.Changes) - rep.Failed()
-		fmt.Fprintf(t.out, "applied in lab %s (%s):\n", l.Name(), topology)
+		fmt.Fprintf(t.out, "applied in lab %s (%s):\n", l.Name(), spec.Source())
 		t.onApply(t.out, rep)
 	}
 	if err != nil || (rep != nil && rep.Failed() > 0) {

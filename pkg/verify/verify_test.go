@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibench/cnibench/internal/storetest"
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 	"github.com/cnibench/cnibench/pkg/tune"
@@ -23,9 +24,9 @@ func (l fakeLab) ChangesHost() bool                       { return false }
 
 type fakeLabs struct{ ups int }
 
-func (f *fakeLabs) Up(_ context.Context, topo, _ string, _ map[string]string) (experiment.LabInstance, error) {
+func (f *fakeLabs) Up(_ context.Context, spec *lab.Spec) (experiment.LabInstance, error) {
 	f.ups++
-	return fakeLab{topo}, nil
+	return fakeLab{spec.Source()}, nil
 }
 
 // fakeMeasurer answers tcp_lat with 10 µs, and fails one arm if asked.

@@ -97,9 +97,9 @@ func (l *Lab) Changes() ([]tune.Entry, error) {
 // such as net.core.rmem_max on a kernel where it is not per-namespace). An
 // unreadable journal counts as yes: callers use it to keep such labs apart.
 func (l *Lab) ChangesHost() bool {
-	if l.Preset == TopoOVSDPDK {
-		// Its PMD spins a whole CPU (without pmd_sleep): every other lab
-		// measured meanwhile would feel it, hugepages held or not.
+	if t, err := lookupTopology(l.Preset); err != nil || t.changesHost == yes {
+		// The topology affects the whole host while it is up (its row says
+		// why), or this binary does not know it: keep it apart too.
 		return true
 	}
 	held, err := l.Changes()

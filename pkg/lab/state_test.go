@@ -1,0 +1,87 @@
+package lab
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// previousStates copies the state files the previous version wrote
+// (testdata/state-157b073) into a private state directory and returns
+// their lab names.
+func previousStates(t *testing.T) []string {
+	t.Helper()
+	privateState(t)
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "state-157b073", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	var names []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(StateDir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".json"))
+	}
+	return names
+}
+
+// TestStateOfPreviousVersion: labs the previous version left up load, with
+// their knobs in the typed spec (notrack's text as it was given decoded
+// into networks, not parsed again as a knob), and are exactly what this
+// version plans for the same preset, knobs, name and id — so this
+// version's Down removes what the old one made, and nothing else.
+func TestStateOfPreviousVersion(t *testing.T) {
+	for _, name := range previousStates(t) {
+		old, err := Get(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s, err := Resolve(old.Preset, "", old.Knobs)
+		if err != nil {
+			t.Fatalf("%s: its knobs %v no longer resolve: %v", name, old.Knobs, err)
+		}
+		now := plan(s, old.ID, old.Name)
+		base := func(dirs []string) (out []string) {
+			for _, d := range dirs {
+				out = append(out, filepath.Base(d)) // the old state root is gone
+			}
+			return out
+		}
+		for _, c := range []struct {
+			what      string
+			old, want any
+		}{
+			{"namespaces", old.Namespaces, now.Namespaces}, {"endpoints", old.Endpoints, now.Endpoints},
+			{"host links", old.HostLinks, now.HostLinks}, {"ovs bridges", old.OVSBridges, now.OVSBridges},
+			{"private ovs", base(old.PrivateOVS), base(now.PrivateOVS)}, {"pod mtu", old.PodMTU, now.PodMTU},
+			{"pods", old.Pods, now.Pods}, {"service ip", old.ServiceIP, now.ServiceIP}, {"knobs", old.Knobs, now.Knobs},
+		} {
+			if !reflect.DeepEqual(c.old, c.want) {
+				t.Errorf("%s: %s %v in the old state, %v planned now", name, c.what, c.old, c.want)
+			}
+		}
+		oldSpec, _ := json.Marshal(old.Spec)
+		nowSpec, _ := json.Marshal(s)
+		if string(oldSpec) != string(nowSpec) {
+			t.Errorf("%s: spec\n%s loaded,\n%s resolved now", name, oldSpec, nowSpec)
+		}
+		if old.ChangesHost() != (name == "old-dpdk") {
+			t.Errorf("%s: ChangesHost %v", name, old.ChangesHost())
+		}
+	}
+	vx, _ := Get("old-vxlan")
+	if got := vx.Spec.Notrack.String(); got != "10.244.0.0/16,10.96.0.0/12" || vx.Spec.Fastpath != FastpathEBPF {
+		t.Errorf("old-vxlan: notrack %s, fastpath %q", got, vx.Spec.Fastpath)
+	}
+}
