@@ -68,6 +68,16 @@ func storeLatRun(t *testing.T, db *store.DB, name string, started time.Time, hos
 
 // privExperiment is the start of a privileged end-to-end test: root, the
 // built binary, and the experiment yaml written to a temporary directory.
+// tinyExperiment is a small experiment file: tcp_lat at 1 byte, three
+// 200 ms repeats, one arm per topology named after it.
+func tinyExperiment(name string, topologies ...string) string {
+	y := "name: " + name + "\ntests: [tcp_lat]\nduration: 200ms\nwarmup: 0s\nrepeats: 3\narms:\n"
+	for _, topo := range topologies {
+		y += "  - {name: " + topo + ", topology: " + topo + "}\n"
+	}
+	return y
+}
+
 func privExperiment(t *testing.T, yaml string) (bin, dir, exp string) {
 	t.Helper()
 	testns.NeedRoot(t)

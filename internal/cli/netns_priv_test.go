@@ -82,18 +82,7 @@ ip netns del other-tool
 // namespaces with iproute2 in a loop: it exits 0, prints its table and
 // leaves nothing.
 func TestPrivRunBesideNetnsLoop(t *testing.T) {
-	_, _, exp := privExperiment(t, `
-name: beside
-tests: [tcp_lat]
-duration: 200ms
-warmup: 0s
-repeats: 3
-arms:
-  - name: veth
-    topology: veth
-  - name: vxlan
-    topology: vxlan
-`)
+	_, _, exp := privExperiment(t, tinyExperiment("beside", "veth", "vxlan"))
 	out, err := inFreshRun(t, `
 # The loop starts once the labs are up, so its first "ip netns add" binds
 # /run/netns over namespaces cnibench has already mounted.

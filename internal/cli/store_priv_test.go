@@ -14,16 +14,7 @@ import (
 // comparison, one SQLite file): every sample is stored once, under its own
 // run, and `history` sees all four runs.
 func TestPrivConcurrentRunsOneDatabase(t *testing.T) {
-	bin, dir, exp := privExperiment(t, `
-name: fleet
-tests: [tcp_lat]
-duration: 200ms
-warmup: 0s
-repeats: 3
-arms:
-  - name: veth
-    topology: veth
-`)
+	bin, dir, exp := privExperiment(t, tinyExperiment("fleet", "veth"))
 	pg, err := pgtest.StartPostgres()
 	if err != nil {
 		t.Skipf("no PostgreSQL: %v", err)

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -28,12 +26,7 @@ func registry(t *testing.T, htpasswd string) string {
 	if err != nil {
 		t.Skip("docker-registry not installed (apt-get install docker-registry; scripts/install-deps.sh does)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fixture.FreeAddr(t)
 	dir := t.TempDir()
 	auth := ""
 	if htpasswd != "" {
@@ -46,25 +39,9 @@ func registry(t *testing.T, htpasswd string) string {
 	cfg := filepath.Join(dir, "config.yml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n%s",
 		filepath.Join(dir, "data"), addr, auth)), 0o644)
-	cmd := exec.Command(bin, "serve", cfg)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry on %s did not answer: %v\n%s", addr, err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// /v2/ answers 401 with authentication: the registry's health check
+	// answers 200 either way.
+	fixture.Daemon(t, "http://"+addr+"/", bin, "serve", cfg)
 	return addr
 }
 

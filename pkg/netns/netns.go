@@ -153,16 +153,24 @@ func List(prefix string) ([]string, error) {
 // failure to switch back cannot leak a namespace into unrelated goroutines.
 func Do(name string, fn func() error) error {
 	return onLockedThread(func() error {
-		h, err := vns.GetFromName(name)
-		if err != nil {
-			return fmt.Errorf("open netns %q: %w", name, err)
-		}
-		defer h.Close()
-		if err := vns.Set(h); err != nil {
-			return fmt.Errorf("enter netns %q: %w", name, err)
+		if err := join(name); err != nil {
+			return err
 		}
 		return fn()
 	})
+}
+
+// join moves the calling (locked) thread into the named namespace.
+func join(name string) error {
+	h, err := vns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("open netns %q: %w", name, err)
+	}
+	defer h.Close()
+	if err := vns.Set(h); err != nil {
+		return fmt.Errorf("enter netns %q: %w", name, err)
+	}
+	return nil
 }
 
 // onLockedThread runs fn in a fresh goroutine locked to its thread and waits.
@@ -219,13 +227,8 @@ func StartOn(name string, cpu int, cmd *exec.Cmd) error {
 			return fmt.Errorf("pin to CPU %d: %w", cpu, err)
 		}
 		if name != "" {
-			h, err := vns.GetFromName(name)
-			if err != nil {
-				return fmt.Errorf("open netns %q: %w", name, err)
-			}
-			defer h.Close()
-			if err := vns.Set(h); err != nil {
-				return fmt.Errorf("enter netns %q: %w", name, err)
+			if err := join(name); err != nil {
+				return err
 			}
 		}
 		return cmd.Start()

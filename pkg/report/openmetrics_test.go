@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/cnibench/cnibench/internal/fixture"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -107,36 +106,14 @@ func TestPushToPushgateway(t *testing.T) {
 	if err != nil {
 		t.Skip("prometheus-pushgateway not installed (apt-get install prometheus-pushgateway; scripts/install-deps.sh does)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--web.listen-address="+addr)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fixture.FreeAddr(t)
 	base := "http://" + addr
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pushgateway did not start:\n%s", logs.String())
-		}
-	}
+	fixture.Daemon(t, base+"/-/ready", bin, "--web.listen-address="+addr)
 	_, m := openMetricsOf(t)
 	for i := 0; i < 2; i++ {
 		groups, err := PushRuns(context.Background(), base, []*Model{m})
 		if err != nil || len(groups) != 1 || !strings.HasSuffix(groups[0], "/metrics/job/cnibench/experiment/kube-ovn-overlay-underlay-host/run/cnb-k0vn-lab") {
-			t.Fatalf("push: %v %v\n%s", groups, err, logs.String())
+			t.Fatalf("push: %v %v", groups, err)
 		}
 	}
 	resp, err := http.Get(base + "/metrics")

@@ -119,12 +119,7 @@ func openPostgres(dsn string, target int) (*DB, error) {
 	}
 	// Several runners write at once; each process needs only a few.
 	sdb.SetMaxOpenConns(4)
-	d := &DB{db: sdb, path: dsn, d: postgresDialect}
-	if err := d.migrate(target); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("open results database %s: %w", name, err)
-	}
-	return d, nil
+	return migrated(&DB{db: sdb, path: dsn, d: postgresDialect}, target)
 }
 
 // ErrInvalid is matched by errors about a --db value that cannot name a

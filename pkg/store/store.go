@@ -150,10 +150,15 @@ func openVersion(path string, target int) (*DB, error) {
 	// One connection serialises writers inside this process; SQLite
 	// allows only one writer anyway.
 	sdb.SetMaxOpenConns(1)
-	d := &DB{db: sdb, path: path, d: sqliteDialect}
+	return migrated(&DB{db: sdb, path: path, d: sqliteDialect}, target)
+}
+
+// migrated brings a newly opened database to version target, closing it
+// if that fails.
+func migrated(d *DB, target int) (*DB, error) {
 	if err := d.migrate(target); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("open results database %s: %w", path, err)
+		d.db.Close()
+		return nil, fmt.Errorf("open results database %s: %w", d.Path(), err)
 	}
 	return d, nil
 }
