@@ -5,14 +5,10 @@
 package experiment
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +19,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/units"
+	"github.com/cnibench/cnibench/pkg/yamlfile"
 )
 
 // Experiment is a parsed experiment file.
@@ -175,8 +172,6 @@ func LoadFile(path string) (*Experiment, error) {
 	return ParseIn(b, path, filepath.Dir(path))
 }
 
-var unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
-
 // Parse decodes and checks an experiment whose topology files (if any) are
 // named relative to the working directory. See ParseIn.
 func Parse(b []byte, name string) (*Experiment, error) { return ParseIn(b, name, "") }
@@ -187,10 +182,8 @@ func Parse(b []byte, name string) (*Experiment, error) { return ParseIn(b, name,
 // error wraps ErrInvalid.
 func ParseIn(b []byte, name, dir string) (*Experiment, error) {
 	var e Experiment
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%w: %s: %s", ErrInvalid, name, explainYAML(err))
+	if err := yamlfile.Decode(b, &e, nil); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, name, err)
 	}
 	e.Text, e.Dir = string(b), dir
 	armLines(b, e.Arms)
@@ -222,41 +215,6 @@ func armLines(b []byte, arms []Arm) {
 			}
 		}
 	}
-}
-
-// explainYAML rewrites yaml.v3's "field x not found in type y" into a
-// message that lists the allowed fields.
-func explainYAML(err error) string {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err.Error()
-	}
-	msgs := make([]string, 0, len(te.Errors))
-	for _, m := range te.Errors {
-		if sm := unknownFieldRE.FindStringSubmatch(m); sm != nil {
-			var allowed []string
-			switch {
-			case strings.HasSuffix(sm[2], ".Arm"):
-				allowed = yamlFields(reflect.TypeOf(Arm{}))
-			default:
-				allowed = yamlFields(reflect.TypeOf(Experiment{}))
-			}
-			m = strings.Replace(m, sm[0], fmt.Sprintf("unknown field %q (allowed: %s)", sm[1], strings.Join(allowed, ", ")), 1)
-		}
-		msgs = append(msgs, m)
-	}
-	return strings.Join(msgs, "; ")
-}
-
-func yamlFields(t reflect.Type) []string {
-	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			out = append(out, tag)
-		}
-	}
-	return out
 }
 
 func (e *Experiment) normalize() error {

@@ -1,18 +1,16 @@
 package lab
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/yamlfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -31,40 +29,12 @@ type specFile struct {
 	Knobs       map[string]yaml.Node `yaml:"knobs"`
 }
 
-var specFileFields = []string{"topology", "nodes", "pods_per_node", "knobs"}
-
-var lineRE = regexp.MustCompile(`^line (\d+):`)
-
 var fieldHelp = map[string]string{
 	"topology":      "a preset name: " + strings.Join(Presets(), ", "),
 	"nodes":         knobHelp("nodes"),
 	"pods_per_node": knobHelp("pods_per_node"),
 	"knobs":         "a map of knob: value; knobs: " + strings.Join(KnobNames(), ", "),
 }
-
-// fieldAtLine finds the top-level field whose value starts on line, to
-// name it in a type error (yaml.v3 reports only the line).
-func fieldAtLine(data []byte, line string) (field, value string) {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return "", ""
-	}
-	m := doc.Content[0].Content
-	for i := 0; i+1 < len(m); i += 2 {
-		if v := m[i+1]; fmt.Sprint(v.Line) == line {
-			switch v.Kind {
-			case yaml.SequenceNode:
-				return m[i].Value, "a list"
-			case yaml.MappingNode:
-				return m[i].Value, "a map"
-			}
-			return m[i].Value, strconv.Quote(v.Value)
-		}
-	}
-	return "", ""
-}
-
-var unknownFieldRE = regexp.MustCompile(`line (\d+): field (\S+) not found`)
 
 // LoadSpecFile reads a topology from a YAML file, strictly: unknown fields
 // and bad values are errors naming the file, the field and what is allowed.
@@ -95,27 +65,13 @@ func ParseSpec(data []byte) (*Spec, error) {
 // parseSpec reads a topology file's preset and knobs into a spec that is
 // not finished: Resolve may set more knobs before the whole is checked.
 func parseSpec(data []byte) (*Spec, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var f specFile
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("empty topology file (want at least: topology: <%s>)", strings.Join(Presets(), "|"))
-		}
-		var te *yaml.TypeError
-		if errors.As(err, &te) && len(te.Errors) > 0 {
-			msg := te.Errors[0]
-			if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
-				return nil, fmt.Errorf("line %s: unknown field %q (allowed: %s)", m[1], m[2], strings.Join(specFileFields, ", "))
-			}
-			if m := lineRE.FindStringSubmatch(msg); m != nil {
-				if field, val := fieldAtLine(data, m[1]); field != "" {
-					return nil, fmt.Errorf("line %s: field %s: bad value %s (allowed: %s)", m[1], field, val, fieldHelp[field])
-				}
-			}
-			return nil, fmt.Errorf("%s (fields: topology: preset name, nodes: 1|2, pods_per_node: integer, knobs: map)", msg)
-		}
-		return nil, fmt.Errorf("bad YAML: %v", err)
+	err := yamlfile.Decode(data, &f, func(path string) string { return fieldHelp[path] })
+	if errors.Is(err, yamlfile.ErrEmpty) {
+		return nil, fmt.Errorf("empty topology file (want at least: topology: <%s>)", strings.Join(Presets(), "|"))
+	}
+	if err != nil {
+		return nil, err
 	}
 	if f.Topology == "" {
 		return nil, fmt.Errorf("field topology: missing (allowed: %s)", strings.Join(Presets(), ", "))
