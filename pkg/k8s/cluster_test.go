@@ -35,7 +35,7 @@ func TestFingerprint(t *testing.T) {
 	fc := newFakeCluster(t, "n2", "n1")
 	ctx := context.Background()
 	fc.cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cilium-abcde", Namespace: "kube-system"}}, metav1.CreateOptions{})
-	c, nodes, err := Fingerprint(ctx, fc.cs)
+	c, nodes, err := Fingerprint(ctx, fc.api)
 	if err != nil {
 		t.Fatal(err)
 	}

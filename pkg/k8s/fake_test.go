@@ -16,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	restclient "k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -30,7 +32,11 @@ import (
 // the kubelet does to each pod is decided by the test through serverState
 // and clientState, so error paths are as easy to drive as the happy one.
 type fakeCluster struct {
+	// cs holds the objects and the "kubelet"; api is the clientset the
+	// code under test is given, which passes every call on to cs and
+	// records only the calls of that code, not the test's own (rbac_test.go).
 	cs    *fake.Clientset
+	api   *fake.Clientset
 	nodes map[string]string // name -> InternalIP
 
 	mu      sync.Mutex
@@ -74,7 +80,25 @@ func newFakeCluster(t *testing.T, nodes ...string) *fakeCluster {
 	}
 	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-abc", Namespace: "kube-system"}})
 	fc.cs = fake.NewSimpleClientset(objs...)
-	fc.cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.31.4"}
+	fc.api = fake.NewSimpleClientset()
+	fc.api.ReactionChain, fc.api.WatchReactionChain, fc.api.ProxyReactionChain = nil, nil, nil
+	fc.api.AddReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := fc.cs.Invokes(a, nil)
+		return true, obj, err
+	})
+	fc.api.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := fc.cs.InvokesWatch(a)
+		return true, w, err
+	})
+	fc.api.AddProxyReactor("*", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
+		return true, fc.cs.InvokesProxy(a), nil
+	})
+	fc.api.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.31.4"}
+	t.Cleanup(func() {
+		for _, a := range fc.api.Actions() {
+			noteCall(a)
+		}
+	})
 	fc.cs.PrependReactor("create", "pods", fc.createPod)
 	fc.cs.PrependReactor("create", "services", fc.createService)
 	fc.cs.PrependReactor("create", "daemonsets", fc.createDaemonSet)
@@ -215,7 +239,10 @@ func resultSet(pod *corev1.Pod) []byte {
 }
 
 func (fc *fakeCluster) runner() *Runner {
-	return &Runner{Client: fc.cs, RunID: "t3st", Poll: 1, Logs: func(ctx context.Context, ns, name, container string) ([]byte, error) {
+	return &Runner{Client: fc.api, RunID: "t3st", Poll: 1, Logs: func(ctx context.Context, ns, name, container string) ([]byte, error) {
+		// The call Runner's own Logs makes, for the RBAC check; the
+		// fake answers "fake logs", so the log is made up below.
+		_, _ = fc.api.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 		pod, err := fc.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err

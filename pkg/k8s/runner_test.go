@@ -350,7 +350,7 @@ func TestClean(t *testing.T) {
 	fc.cs.CoreV1().Services("team").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "cnb-old1-svc", Namespace: "team", Labels: ours}}, metav1.CreateOptions{})
 	fc.cs.CoreV1().Secrets("team").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cnb-old1-token", Namespace: "team", Labels: ours}}, metav1.CreateOptions{})
 
-	removed, err := Clean(ctx, fc.cs, time.Second, time.Millisecond)
+	removed, err := Clean(ctx, fc.api, time.Second, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestClean(t *testing.T) {
 		t.Errorf("clean deleted a namespace it did not create: %v", err)
 	}
 	// Twice is fine.
-	removed, err = Clean(ctx, fc.cs, time.Second, time.Millisecond)
+	removed, err = Clean(ctx, fc.api, time.Second, time.Millisecond)
 	if err != nil || len(removed) != 0 {
 		t.Errorf("second clean: %v %v", removed, err)
 	}

@@ -174,7 +174,7 @@ func TestExecuteNewScenarios(t *testing.T) {
 
 func TestPrepareSkipsHairpinOnOldCluster(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	fc.cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.28.9"}
+	fc.api.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.28.9"}
 	o := testOptions()
 	o.Scenarios = []string{ScenarioHairpin, ScenarioSameNode}
 	_, plan := fc.prepare(t, o)
