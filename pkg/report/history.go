@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -108,8 +111,11 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 		Detector: fmt.Sprintf("E-divisive means (Matteson & James 2014), α=1, minimum segment %d runs, %d permutations, p ≤ 0.05, fixed seed",
 			MinHistoryRuns/2, 199)}
 	models := make([]*Model, len(sorted))
+	// Each run's analysis and each series' change-point search is
+	// independent of the others: spread them over the CPUs (a thousand
+	// runs' history took 2.7 s on one).
+	parallel(len(sorted), func(i int) { models[i] = Analyze(sorted[i].Run, sorted[i].Samples) })
 	for i, x := range sorted {
-		models[i] = Analyze(x.Run, x.Samples)
 		hr := HistoryRun{ID: x.Run.ID, Name: x.Run.Name, Started: x.Run.Started.UTC(), Host: x.Run.Host, Changed: []string{}}
 		if i > 0 {
 			hr.Changed = fingerprintDiff(sorted[i-1].Run.Host, x.Run.Host)
@@ -127,52 +133,64 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 	if opt.MinSize == 0 {
 		opt.MinSize = MinHistoryRuns / 2
 	}
+	type pending struct {
+		s   HistorySeries
+		col Column
+		val []float64
+		at  []int // run index of each value
+		cps []stats.ChangePoint
+	}
+	var all []*pending
 	for _, col := range columnsFor(models) {
 		for _, arm := range arms {
-			s := HistorySeries{CellID: CellID{arm, col.Test, col.Size, col.metric.Name}, Header: col.Header,
-				Unit: col.Unit, HigherIsBetter: col.metric.HigherIsBetter}
-			var vals []float64
-			var at []int // run index of each value
+			p := &pending{s: HistorySeries{CellID: CellID{arm, col.Test, col.Size, col.metric.Name}, Header: col.Header,
+				Unit: col.Unit, HigherIsBetter: col.metric.HigherIsBetter}, col: col}
 			for i, m := range models {
 				c := m.cell(arm, col)
 				if c == nil || len(c.Values) == 0 {
-					s.Points = append(s.Points, HistoryPoint{})
+					p.s.Points = append(p.s.Points, HistoryPoint{})
 					continue
 				}
 				sm := c.Summary
-				s.Points = append(s.Points, HistoryPoint{Median: num(sm.Median * col.Scale), Low: num(sm.MedianCI.Low * col.Scale),
+				p.s.Points = append(p.s.Points, HistoryPoint{Median: num(sm.Median * col.Scale), Low: num(sm.MedianCI.Low * col.Scale),
 					High: num(sm.MedianCI.High * col.Scale), N: sm.N})
-				vals = append(vals, sm.Median*col.Scale)
-				at = append(at, i)
+				p.val = append(p.val, sm.Median*col.Scale)
+				p.at = append(p.at, i)
 			}
-			if len(vals) == 0 {
-				continue
+			if len(p.val) > 0 {
+				all = append(all, p)
 			}
-			s.ChangePoints = []HistoryChange{}
-			if len(vals) < MinHistoryRuns {
-				s.NotTested = fmt.Sprintf("%d runs with a value; change points need at least %d", len(vals), MinHistoryRuns)
-			} else {
-				cps := stats.EDivisive(vals, opt)
-				for k, cp := range cps {
-					lo, hi := 0, len(vals)
-					if k > 0 {
-						lo = cps[k-1].Index
-					}
-					if k+1 < len(cps) {
-						hi = cps[k+1].Index
-					}
-					before, after := stats.Median(vals[lo:cp.Index]), stats.Median(vals[cp.Index:hi])
-					hc := HistoryChange{Run: at[cp.Index], RunID: h.Runs[at[cp.Index]].ID, P: cp.P, Before: before, After: after,
-						ChangePct: (after - before) / math.Abs(before) * 100, Direction: "worse",
-						HostChanged: fingerprintDiff(h.Runs[at[cp.Index-1]].Host, h.Runs[at[cp.Index]].Host)}
-					if (after > before) == col.metric.HigherIsBetter {
-						hc.Direction = "better"
-					}
-					s.ChangePoints = append(s.ChangePoints, hc)
-				}
-			}
-			h.Series = append(h.Series, s)
 		}
+	}
+	parallel(len(all), func(i int) {
+		if p := all[i]; len(p.val) >= MinHistoryRuns {
+			p.cps = stats.EDivisive(p.val, opt)
+		}
+	})
+	for _, p := range all {
+		s, vals, at, cps := p.s, p.val, p.at, p.cps
+		s.ChangePoints = []HistoryChange{}
+		if len(vals) < MinHistoryRuns {
+			s.NotTested = fmt.Sprintf("%d runs with a value; change points need at least %d", len(vals), MinHistoryRuns)
+		}
+		for k, cp := range cps {
+			lo, hi := 0, len(vals)
+			if k > 0 {
+				lo = cps[k-1].Index
+			}
+			if k+1 < len(cps) {
+				hi = cps[k+1].Index
+			}
+			before, after := stats.Median(vals[lo:cp.Index]), stats.Median(vals[cp.Index:hi])
+			hc := HistoryChange{Run: at[cp.Index], RunID: h.Runs[at[cp.Index]].ID, P: cp.P, Before: before, After: after,
+				ChangePct: (after - before) / math.Abs(before) * 100, Direction: "worse",
+				HostChanged: fingerprintDiff(h.Runs[at[cp.Index-1]].Host, h.Runs[at[cp.Index]].Host)}
+			if (after > before) == p.col.metric.HigherIsBetter {
+				hc.Direction = "better"
+			}
+			s.ChangePoints = append(s.ChangePoints, hc)
+		}
+		h.Series = append(h.Series, s)
 	}
 	return h
 }
@@ -446,4 +464,21 @@ func historyChart(h *History, s HistorySeries) string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// parallel runs f(0) … f(n-1) on as many goroutines as there are CPUs to
+// run them, and waits.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(n, runtime.GOMAXPROCS(0)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -174,11 +174,14 @@ func LoadHistory(db *store.DB, experiment string, last int) (h *History, incompl
 			incomplete++
 			continue
 		}
-		ss, err := db.Samples(r.ID)
-		if err != nil {
-			return nil, 0, err
-		}
-		in = append(in, Input{Run: r, Samples: ss})
+		in = append(in, Input{Run: r})
+	}
+	// Reading a run's samples is mostly decoding their JSON: spread it
+	// over the CPUs.
+	errs := make([]error, len(in))
+	parallel(len(in), func(i int) { in[i].Samples, errs[i] = db.Samples(in[i].Run.ID) })
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
 	}
 	if len(in) == 0 {
 		var known []string

@@ -81,19 +81,31 @@ func EDivisive(x []float64, opt EDivisiveOptions) []ChangePoint {
 	bounds := []int{0, len(x)} // segment k is x[bounds[k]:bounds[k+1]]
 	var out []ChangePoint
 	perm := make([]float64, len(x))
+	sc := &scratch{}
+	// A candidate is refused once ge+1 > Level·(R+1): p can only grow
+	// from there, so the remaining permutations cannot change the answer
+	// and are not run. The same candidates are accepted, with the same p,
+	// as with every permutation run; a series with nothing to find stops
+	// after about Level·(R+1)/Level ≈ 20 permutations instead of 199.
+	refuse := o.Level * float64(o.Permutations+1)
+	stopAt := func(q float64) float64 { return q }
+	if !shortcuts {
+		refuse, stopAt = math.Inf(1), func(float64) float64 { return math.Inf(1) }
+	}
 	for o.Max == 0 || len(out) < o.Max {
-		tau, q := bestOverSegments(x, bounds, o)
+		tau, q := bestOverSegments(x, bounds, o, sc, math.Inf(1))
 		if tau < 0 || q <= 0 {
 			break
 		}
 		ge := 0
-		for r := 0; r < o.Permutations; r++ {
+		for r := 0; r < o.Permutations && float64(ge+1) <= refuse; r++ {
 			copy(perm, x)
 			for k := 0; k+1 < len(bounds); k++ {
 				seg := perm[bounds[k]:bounds[k+1]]
 				rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
 			}
-			if _, qp := bestOverSegments(perm, bounds, o); qp >= q {
+			// Only whether some split reaches q matters: stop there.
+			if _, qp := bestOverSegments(perm, bounds, o, sc, stopAt(q)); qp >= q {
 				ge++
 			}
 		}
@@ -109,31 +121,50 @@ func EDivisive(x []float64, opt EDivisiveOptions) []ChangePoint {
 	return out
 }
 
+// shortcuts turns on the two ways EDivisive skips work that cannot change
+// its answer; a test turns them off to check that.
+var shortcuts = true
+
 // bestOverSegments is the best split τ (an index into x) over every
-// segment long enough to split, or -1.
-func bestOverSegments(x []float64, bounds []int, o EDivisiveOptions) (int, float64) {
+// segment long enough to split, or -1. It returns as soon as a split
+// reaches stop (then that split, not necessarily the best).
+func bestOverSegments(x []float64, bounds []int, o EDivisiveOptions, sc *scratch, stop float64) (int, float64) {
 	best, bestQ := -1, math.Inf(-1)
 	for k := 0; k+1 < len(bounds); k++ {
 		s, e := bounds[k], bounds[k+1]
-		if tau, q := bestSplit(x[s:e], o.MinSize, o.Alpha); tau >= 0 && q > bestQ {
+		if tau, q := bestSplit(x[s:e], o.MinSize, o.Alpha, sc, stop); tau >= 0 && q > bestQ {
 			best, bestQ = s+tau, q
+			if q >= stop {
+				break
+			}
 		}
 	}
 	return best, bestQ
 }
 
+// scratch is bestSplit's prefix-sum table, kept across calls: a long
+// history calls it hundreds of times per change point.
+type scratch struct{ col []float64 }
+
 // bestSplit maximises Q̂(z[:τ], z[τ:κ]) over τ and κ with both parts at
 // least minSize long, in O(n²): column prefix sums of the distance matrix
-// give each between- and within-part sum in constant time.
-func bestSplit(z []float64, minSize int, alpha float64) (int, float64) {
+// give each between- and within-part sum in constant time. It stops at
+// the first split whose Q̂ reaches stop.
+func bestSplit(z []float64, minSize int, alpha float64, sc *scratch, stop float64) (int, float64) {
 	n := len(z)
 	if n < 2*minSize {
 		return -1, 0
 	}
-	// col[k][a] = Σ_{i<a} |z_i − z_k|^α, for a ≤ k.
+	// col[k][a] = Σ_{i<a} |z_i − z_k|^α, for a ≤ k: row k of a triangle
+	// stored flat from offset k(k+1)/2.
+	if need := n * (n + 1) / 2; cap(sc.col) < need {
+		sc.col = make([]float64, need)
+	}
 	col := make([][]float64, n)
 	for k := range col {
-		col[k] = make([]float64, k+1)
+		off := k * (k + 1) / 2
+		col[k] = sc.col[off : off+k+1]
+		col[k][0] = 0
 		for i := 0; i < k; i++ {
 			col[k][i+1] = col[k][i] + dist(z[i], z[k], alpha)
 		}
@@ -159,6 +190,9 @@ func bestSplit(z []float64, minSize int, alpha float64) (int, float64) {
 			e := 2/(m*fn)*between - wx/(m*(m-1)/2) - wy/(fn*(fn-1)/2)
 			if q := m * fn / (m + fn) * e; q > bestQ {
 				best, bestQ = tau, q
+				if q >= stop {
+					return best, bestQ
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -45,7 +46,7 @@ func TestBestSplitMatchesDefinition(t *testing.T) {
 		}
 		for _, alpha := range []float64{1, 0.5, 1.5} {
 			for _, minSize := range []int{2, 3} {
-				tau, q := bestSplit(z, minSize, alpha)
+				tau, q := bestSplit(z, minSize, alpha, &scratch{}, math.Inf(1))
 				bestQ, bestTau := math.Inf(-1), -1
 				for t1 := minSize; t1 <= n-minSize; t1++ {
 					for k := t1 + minSize; k <= n; k++ {
@@ -152,5 +153,31 @@ func TestEDivisiveErrorRatesSimulated(t *testing.T) {
 	}
 	if det < 0.90 {
 		t.Errorf("detection rate %.3f < 0.90", det)
+	}
+}
+
+// The shortcuts (refusing a candidate once its p must exceed the level,
+// and stopping a permutation's search at the first split that reaches Q̂)
+// give exactly the answers of the full search: same change points, Q̂, p
+// and rank, on series with and without shifts.
+func TestEDivisiveShortcutsChangeNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := 0; trial < 40; trial++ {
+		n := 20 + rng.IntN(80)
+		x := make([]float64, n)
+		shift := 0.0
+		for i := range x {
+			if trial%2 == 0 && i == n/3 {
+				shift = 1 + rng.Float64()
+			}
+			x[i] = 10 + shift + rng.NormFloat64()*0.5
+		}
+		fast := EDivisive(x, EDivisiveOptions{})
+		shortcuts = false
+		full := EDivisive(x, EDivisiveOptions{})
+		shortcuts = true
+		if fmt.Sprint(fast) != fmt.Sprint(full) {
+			t.Fatalf("trial %d: with shortcuts %v, without %v", trial, fast, full)
+		}
 	}
 }

@@ -351,32 +351,39 @@ func (d *DB) GetRun(ref string) (*Run, error) {
 	return r, nil
 }
 
-// Samples returns a run's samples in execution order.
+// Samples returns a run's samples in execution order. The rows are read
+// first and their JSON decoded after, so the connection (SQLite's one) is
+// free for another reader while this one decodes.
 func (d *DB) Samples(runID int64) ([]Sample, error) {
 	rows, err := d.query(`SELECT seq, arm, engine, test, msg_size, repeat, result_json, error
 		FROM samples WHERE run_id=? ORDER BY seq, id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read samples of run %d: %w", runID, err)
 	}
-	defer rows.Close()
 	var out []Sample
+	var raw []sql.NullString
 	for rows.Next() {
 		s := Sample{RunID: runID}
 		var js sql.NullString
 		if err := rows.Scan(&s.Seq, &s.Arm, &s.Engine, &s.Test, &s.MsgSize, &s.Repeat, &js, &s.Error); err != nil {
+			rows.Close()
 			return nil, fmt.Errorf("read samples of run %d: %w", runID, err)
 		}
-		if js.Valid {
-			r, err := result.Decode([]byte(js.String))
-			if err != nil {
-				return nil, fmt.Errorf("read sample %d of run %d: %w", s.Seq, runID, err)
-			}
-			s.Result = r
-		}
-		out = append(out, s)
+		out, raw = append(out, s), append(raw, js)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read samples of run %d: %w", runID, err)
+	}
+	for i, js := range raw {
+		if !js.Valid {
+			continue
+		}
+		r, err := result.Decode([]byte(js.String))
+		if err != nil {
+			return nil, fmt.Errorf("read sample %d of run %d: %w", out[i].Seq, runID, err)
+		}
+		out[i].Result = r
 	}
 	return out, nil
 }
