@@ -17,6 +17,17 @@ ns_phase() { kubectl get ns "$1" -o jsonpath='{.status.phase}' 2>/dev/null || tr
 # cluster, with phase and deletion mark, so that a failure says which.
 left() { kubectl get pods,svc -A -l "app.kubernetes.io/managed-by=cnibench${1:+,cnibench.io/run=$1}" --no-headers \
   -o custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase,DEL:.metadata.deletionTimestamp; }
+# left_nothing JSON WHAT: the run a `--json` document describes returned with
+# none of its objects in the cluster (cnibench waits for its pods to go).
+# Checked per run, by run id: k8slab is one cluster per machine, and another
+# job's runs may share it, so objects of other runs prove nothing about ours.
+RUNS=()
+left_nothing() {
+  local id; id=$(jq -r '.plan.run_id' "$1")
+  [ -n "$id" ] && [ "$id" != null ] || fail "$2: no run id in $1"
+  RUNS+=("$id")
+  [ -z "$(left "$id")" ] || fail "$2 (run $id) left objects: $(left "$id" | tr '\n' ';')"
+}
 
 need_root "k8slab runs kubelets and containerd"
 find_k8slab
@@ -46,6 +57,7 @@ TESTS=tcp_lat,udp_lat,tcp_crr,tcp_bw,udp_bw
   --duration 1s --warmup 200ms --repeats 2 --json >"$TMP/run.json" 2> >(tee "$TMP/run.log" >&2) \
   || fail "k8s run exited $?"
 NAME=$(run_name "$TMP/run.json")
+left_nothing "$TMP/run.json" "k8s run"
 no_pod_failed "$TMP/run.json" "run"
 jq -e '.plan.placements | map(select(.skip)) | length == 0' "$TMP/run.json" >/dev/null || fail "a scenario was skipped on a 2-node cluster"
 # Placement as promised: same node together, the others across the two nodes.
@@ -80,6 +92,7 @@ step "k8s run --profile: client pods sample their node; profiles stored; stages 
   --duration 1s --warmup 300ms --repeats 2 --profile --json >"$TMP/prof.json" 2>"$TMP/prof.log" \
   || fail "profiled run: $(tail -1 "$TMP/prof.log")"
 no_pod_failed "$TMP/prof.json" "profiled run"
+left_nothing "$TMP/prof.json" "profiled run"
 PNAME=$(run_name "$TMP/prof.json")
 np=$(sqlite3 "$CNIBENCH_DB" "SELECT COUNT(*) FROM profiles p JOIN runs r ON r.id=p.run_id WHERE r.name='$PNAME' AND p.samples > 0 AND p.folded LIKE '%cnibench;%'")
 [ "$np" = 4 ] || fail "want 4 stored window profiles of $PNAME, got $np"
@@ -95,6 +108,7 @@ step "node choice: --client-node/--server-node are honoured"
 jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8slab-n1"' "$TMP/swap.json" >/dev/null \
   || fail "chosen nodes not used: $(jq -c '.plan.placements' "$TMP/swap.json")"
 jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/swap.json" >/dev/null || fail "chosen-node run gave no result"
+left_nothing "$TMP/swap.json" "chosen-node run"
 
 step "node choice by label, and a tainted node: --client/--server-node-selector, --tolerate-taints"
 # n2 becomes a tainted "client pool" node, n1 the server pool; the taint and
@@ -123,12 +137,14 @@ untaint
 jq -e '.plan.placements[0] | .client_node == "k8slab-n2" and .server_node == "k8slab-n1"' "$TMP/sel.json" >/dev/null \
   || fail "label selectors not honoured: $(jq -c '.plan.placements' "$TMP/sel.json")"
 jq -e '.samples | length == 1 and (.[0].results | length == 1)' "$TMP/sel.json" >/dev/null || fail "run by label gave no result"
+left_nothing "$TMP/sel.json" "run by label"
 
 step "pod-to-host, host-to-pod, hairpin, --parallel through the Service, --agent-cpu"
 "$BIN" k8s run --image-pull-policy Never --scenarios pod-to-host,host-to-pod,hairpin,service --test tcp_lat,tcp_bw \
   --msg-size 64 --duration 1s --warmup 200ms --parallel 2 --agent-cpu --json >"$TMP/new.json" 2>"$TMP/new.log" \
   || fail "new scenarios: $(tail -1 "$TMP/new.log")"
 no_pod_failed "$TMP/new.json" "run"
+left_nothing "$TMP/new.json" "new scenarios run"
 jq -e '[.samples[].scenario] | unique | length == 4' "$TMP/new.json" >/dev/null || fail "want 4 scenarios measured"
 jq -e '[.samples[] | select(.scenario=="pod-to-host") | .target | startswith("10.250.0.")] | all' "$TMP/new.json" >/dev/null || fail "pod-to-host did not target a node IP"
 jq -e '[.samples[] | select(.scenario=="host-to-pod") | .target | startswith("10.244.")] | all' "$TMP/new.json" >/dev/null || fail "host-to-pod did not target a pod IP"
@@ -151,6 +167,7 @@ for s in pod-cross-node host-network; do
 done
 [ "$(jq '[.samples[].scenario] | unique | length' "$TMP/one.json")" = 2 ] || fail "one-node run should measure pod-same-node and service"
 grep -q "pod-cross-node: skipped: needs two schedulable nodes" "$TMP/one.log" || fail "skip not reported on stderr"
+left_nothing "$TMP/one.json" "one-node run"
 
 step "error path: missing image is reported in one line and leaves nothing"
 if "$BIN" k8s run --image-pull-policy Never --image localhost/cnibench:does-not-exist --scenarios pod-same-node \
@@ -159,17 +176,16 @@ if "$BIN" k8s run --image-pull-policy Never --image localhost/cnibench:does-not-
 fi
 tail -1 "$TMP/err.log"
 tail -1 "$TMP/err.log" | grep -q "image pull error on node k8slab-n1: ErrImageNeverPull" || fail "missing image not explained"
-# Its own objects (by run id) are gone when it returns; anything else of
-# cnibench's still listed belongs to an earlier step's run: say which, and
-# give it a moment (a CI machine's kubelet can be slow), but not forever.
+# Its own objects (by run id) are gone when it returns, and so are those of
+# every run this tier made before it. Objects of other runs (another job on
+# this machine's one cluster) are named, not counted.
 id=$(grep -o 'cnb-[a-z0-9]*-pod-same-node-srv' "$TMP/err.log" | head -1 | cut -d- -f2)
 [ -n "$id" ] || fail "no run id in the error: $(tail -1 "$TMP/err.log")"
 [ -z "$(left "$id")" ] || fail "failed run $id left objects: $(left "$id" | tr '\n' ';')"
-if [ -n "$(left)" ]; then
-  echo "e2e-k8s: objects of earlier runs still listed: $(left | tr '\n' ';')"
-  for _ in $(seq 1 30); do [ -z "$(left)" ] && break; sleep 1; done
-  [ -z "$(left)" ] || fail "objects left by earlier runs: $(left | tr '\n' ';')"
-fi
+for r in "${RUNS[@]}"; do
+  [ -z "$(left "$r")" ] || fail "run $r of this tier left objects: $(left "$r" | tr '\n' ';')"
+done
+[ -z "$(left)" ] || echo "e2e-k8s: objects of runs not this tier's (another job?): $(left | tr '\n' ';')"
 # The namespace it created is deleted too (it may still be terminating).
 [ "$(ns_phase cnibench)" != Active ] || fail "failed run left its namespace active"
 
@@ -186,7 +202,9 @@ kill -INT $pid
 rc=0; wait $pid || rc=$?
 [ $rc = 1 ] || fail "interrupted run exited $rc, want 1"
 grep -q "interrupted" "$TMP/int.log" || fail "interrupted run did not say so: $(tail -1 "$TMP/int.log")"
-[ -z "$(left)" ] || fail "interrupted run left objects: $(left | tr '\n' ';')"
+iid=$(sed -n 's/^run \([a-z0-9]*\) in namespace .*/\1/p' "$TMP/int.log" | head -1)
+[ -n "$iid" ] || fail "interrupted run did not name its run id: $(head -3 "$TMP/int.log")"
+[ -z "$(left "$iid")" ] || fail "interrupted run $iid left objects: $(left "$iid" | tr '\n' ';')"
 [ "$(ns_phase cnibench)" != Active ] || fail "interrupted run left its namespace active"
 sqlite3 "$CNIBENCH_DB" "SELECT complete FROM runs ORDER BY id DESC LIMIT 1" | grep -qx 0 || fail "interrupted run stored as complete"
 
