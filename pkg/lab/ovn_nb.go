@@ -110,7 +110,7 @@ func ovnNorthbound(s *Spec, lo *layout) []ovsdb.Op {
 			}
 			un := fmt.Sprintf("pod%d", i)
 			insert("Logical_Switch_Port", un, map[string]any{"name": ovnPortName(p),
-				"addresses": ovsdb.Set(ovnMAC(p.ip).String() + " " + p.ip.String()),
+				"addresses":    ovsdb.Set(ovnMAC(p.ip).String() + " " + p.ip.String()),
 				"external_ids": ovsdb.Map(map[string]string{"pod": ovnNamespace + "/" + p.endpoint, "ls": sn.name, "vendor": "kube-ovn"})})
 			ports = append(ports, ovsdb.NamedUUID(un))
 			if p.endpoint == "server" {
