@@ -92,17 +92,24 @@ func (d Daemon) String() string { return fmt.Sprintf("%s of %s (pid %d)", d.Name
 
 // DaemonExitedError is a lab daemon that is no longer running: the
 // datapath crashed or was killed. LogLine is the last assertion or error
-// line of its log (its last line when none is), "" when it left none.
+// line of its log (Error says so), or else its log's last line — a
+// daemon killed by a signal (a segfault among them, with its console
+// off) may write nothing at all —, "" when the log is empty or gone.
 type DaemonExitedError struct {
 	Daemon  Daemon
 	LogLine string
+	// ErrorLine: LogLine is an assertion, emergency or error line.
+	ErrorLine bool
 }
 
 func (e *DaemonExitedError) Error() string {
-	if e.LogLine == "" {
-		return fmt.Sprintf("%s exited; its log %s says nothing", e.Daemon, e.Daemon.Log)
+	switch {
+	case e.LogLine == "":
+		return fmt.Sprintf("%s exited; its log %s is empty", e.Daemon, e.Daemon.Log)
+	case e.ErrorLine:
+		return fmt.Sprintf("%s exited; last error in its log: %s", e.Daemon, e.LogLine)
 	}
-	return fmt.Sprintf("%s exited; last log line: %s", e.Daemon, e.LogLine)
+	return fmt.Sprintf("%s exited with no error in its log (killed by a signal?); its last line: %s", e.Daemon, e.LogLine)
 }
 
 // alive reports whether the daemon still runs as the process it started.
@@ -120,19 +127,20 @@ func (d Daemon) alive() bool {
 func (l *Lab) Health() error {
 	for _, d := range l.Daemons {
 		if !d.alive() {
-			return &DaemonExitedError{Daemon: d, LogLine: lastLogLine(d.Log)}
+			line, isErr := lastLogLine(d.Log)
+			return &DaemonExitedError{Daemon: d, LogLine: line, ErrorLine: isErr}
 		}
 	}
 	return nil
 }
 
 // lastLogLine is the last line of an OVS/OVN log that says why a daemon
-// stopped: an EMER (assertions: "assertion … failed in …") or ERR line, or
-// else the last line; the level and module prefix are kept.
-func lastLogLine(path string) string {
+// stopped — an EMER line (assertions: "assertion … failed in …") or an
+// ERR line, isErr true — or else the log's last line.
+func lastLogLine(path string) (line string, isErr bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer f.Close()
 	// The end of the log is enough: a dying daemon writes its last words
@@ -144,19 +152,18 @@ func lastLogLine(path string) string {
 	buf := make([]byte, tail)
 	n, _ := f.Read(buf)
 	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
-	pick := ""
 	for _, ln := range lines {
 		if strings.Contains(ln, "|EMER|") || strings.Contains(ln, "|ERR|") || strings.Contains(ln, "assertion") {
-			pick = ln
+			line, isErr = ln, true
 		}
 	}
-	if pick == "" && len(lines) > 0 {
-		pick = lines[len(lines)-1]
+	if !isErr {
+		line = lines[len(lines)-1]
 	}
-	if len(pick) > 300 {
-		pick = pick[:300] + "…"
+	if len(line) > 300 {
+		line = line[:300] + "…"
 	}
-	return strings.TrimSpace(pick)
+	return strings.TrimSpace(line), isErr
 }
 
 // ovnLab is one OVN lab's daemons and their databases while it is built.
@@ -336,6 +343,10 @@ func (b *builder) watchDaemons(ctx context.Context, fn func(ctx context.Context)
 	if cause := context.Cause(cctx); errors.As(cause, &dead) {
 		return dead
 	}
+	if err == nil {
+		// Between the last tick and the end of fn.
+		return b.l.Health()
+	}
 	return err
 }
 
@@ -382,7 +393,7 @@ func (o *ovnLab) start(ctx context.Context, d privOVS, where, prog string, args 
 		d0.Where = where + " (" + strings.TrimSuffix(filepath.Base(args[0]), ".db") + ")"
 	}
 	if _, err := run(ctx, d.ns, ovnEnv(d.dir), argv...); err != nil {
-		if line := lastLogLine(log); line != "" {
+		if line, _ := lastLogLine(log); line != "" {
 			return d0, fmt.Errorf("start %s of %s: %w; last log line: %s", name, where, err, line)
 		}
 		return d0, fmt.Errorf("start %s of %s: %w", name, where, err)

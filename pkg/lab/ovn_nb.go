@@ -229,16 +229,17 @@ func ovnSkipConntrack(s *Spec, sn *ovnSubnet, insert func(string, string, map[st
 // np.default.ingress.allow.IPv4.<i> and …except.IPv4.<i>. Kube-OVN's
 // tier=2 is left out: OVN 23.03's ACL table has no tier column.
 //
-// policy_mode=linear: N rules, one peer each, the last one the lab's other
-// pods (a connection passes the others first); set: one rule whose allow
-// set holds N-1 peers no pod has and the lab's pods.
+// policy_mode=linear: N rules, one peer each, the last one node1's pods (a
+// connection passes the others first); set: one rule whose allow set holds
+// N-1 peers no pod has and node1's pods.
 func ovnNetworkPolicy(s *Spec, lo *layout, ports []any, insert func(string, string, map[string]any)) {
 	const pg = "np." + ovnNamespace
 	ext := map[string]string{"parent": pg, "vendor": "kube-ovn"}
-	server, _ := lo.endpoints()
+	// The allowed peers are node1's pods: the client and its neighbours.
+	// Node2's other pods are not, so the default deny is there to see.
 	var clients []any
 	for _, p := range lo.pods {
-		if p.endpoint != server.endpoint {
+		if p.node == 1 {
 			clients = append(clients, p.ip.String())
 		}
 	}

@@ -108,6 +108,17 @@ func (s *Spec) checkOVN() error {
 				"OVS's userspace datapath drops larger packets without an ICMP error)", under-tun.wire, s.Topology, tun.name, under, tun.wire, tun.name)
 		}
 	}
+	if len(s.OVN.SkipConntrack) > 0 && s.Policies > 0 {
+		// Measured: the egress pipeline's conntrack then sees only the
+		// client's direction of each connection (the server's replies
+		// skip it on their way in), marks data beyond the window it can
+		// guess invalid and the ACL stage drops it — tcp_lat of 1 KiB
+		// moved nothing. Kube-OVN's patched northd skips only the load
+		// balancer's conntrack (ls_in_pre_lb), not the ACLs'.
+		return errors.New("knob skip_conntrack: not with policies: on stock OVN its stand-in (allow-stateless ACLs) also skips the " +
+			"NetworkPolicy ACLs' conntrack on the way in, so allow-related sees one direction of each connection and drops its data " +
+			"(Kube-OVN's patched ovn-northd skips only the load balancer's conntrack); use one or the other")
+	}
 	if s.DPDK != nil && s.MTU > dpdkMaxMTU {
 		return fmt.Errorf("knob mtu: at most %d with dpdk=on (the af_packet ports' 2 KiB frames)", dpdkMaxMTU)
 	}
