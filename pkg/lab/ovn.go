@@ -90,45 +90,68 @@ type Daemon struct {
 
 func (d Daemon) String() string { return fmt.Sprintf("%s of %s (pid %d)", d.Name, d.Where, d.PID) }
 
-// DaemonExitedError is a lab daemon that is no longer running: the
-// datapath crashed or was killed. LogLine is the last assertion or error
-// line of its log (Error says so), or else its log's last line — a
-// daemon killed by a signal (a segfault among them, with its console
-// off) may write nothing at all —, "" when the log is empty or gone.
-type DaemonExitedError struct {
-	Daemon  Daemon
-	LogLine string
-	// ErrorLine: LogLine is an assertion, emergency or error line.
+// DaemonError is a lab daemon that no longer serves: it exited (the
+// datapath crashed or was killed) or it is stopped (SIGSTOP, a debugger):
+// either way the lab's datapath is broken. LogLine is the last assertion
+// or error line of its log (ErrorLine says so), or else the log's last
+// line — a daemon killed by a signal (a segfault among them, with its
+// console off) may write nothing at all —, "" when the log is empty.
+type DaemonError struct {
+	Daemon Daemon
+	// Stopped: the process is there but stopped; otherwise it exited.
+	Stopped   bool
+	LogLine   string
 	ErrorLine bool
 }
 
-func (e *DaemonExitedError) Error() string {
+func (e *DaemonError) Error() string {
+	what := "exited"
+	if e.Stopped {
+		what = "is stopped (state T: it moves no packet)"
+	}
 	switch {
 	case e.LogLine == "":
-		return fmt.Sprintf("%s exited; its log %s is empty", e.Daemon, e.Daemon.Log)
+		return fmt.Sprintf("%s %s; its log %s is empty", e.Daemon, what, e.Daemon.Log)
 	case e.ErrorLine:
-		return fmt.Sprintf("%s exited; last error in its log: %s", e.Daemon, e.LogLine)
+		return fmt.Sprintf("%s %s; last error in its log: %s", e.Daemon, what, e.LogLine)
+	case e.Stopped:
+		return fmt.Sprintf("%s %s; its log's last line: %s", e.Daemon, what, e.LogLine)
 	}
-	return fmt.Sprintf("%s exited with no error in its log (killed by a signal?); its last line: %s", e.Daemon, e.LogLine)
+	return fmt.Sprintf("%s %s with no error in its log (killed by a signal?); its last line: %s", e.Daemon, what, e.LogLine)
 }
 
-// alive reports whether the daemon still runs as the process it started.
-func (d Daemon) alive() bool {
+// state is the daemon's process state: "" when it no longer runs as the
+// process it started, else its /proc state letter (R, S, T, …).
+func (d Daemon) state() string {
 	if !procAlive(d.PID) {
-		return false
+		return ""
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", d.PID))
-	return err == nil && strings.Contains(string(b), d.Dir)
+	if err != nil || !strings.Contains(string(b), d.Dir) {
+		return "" // the pid now belongs to another process
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.PID))
+	if err != nil {
+		return ""
+	}
+	if i := strings.LastIndexByte(string(st), ')'); i >= 0 && i+2 < len(st) {
+		return string(st[i+2])
+	}
+	return "?"
 }
 
-// Health reports the first of the lab's daemons that is no longer running
-// (a *DaemonExitedError naming it and its log's last error), nil when all
-// run or the lab has none.
+// Health reports the first of the lab's daemons that exited or is stopped
+// (a *DaemonError naming it and its log's last error), nil when all run
+// or the lab has none.
 func (l *Lab) Health() error {
 	for _, d := range l.Daemons {
-		if !d.alive() {
+		switch d.state() {
+		case "":
 			line, isErr := lastLogLine(d.Log)
-			return &DaemonExitedError{Daemon: d, LogLine: line, ErrorLine: isErr}
+			return &DaemonError{Daemon: d, LogLine: line, ErrorLine: isErr}
+		case "T", "t":
+			line, isErr := lastLogLine(d.Log)
+			return &DaemonError{Daemon: d, Stopped: true, LogLine: line, ErrorLine: isErr}
 		}
 	}
 	return nil
@@ -339,7 +362,7 @@ func (b *builder) watchDaemons(ctx context.Context, fn func(ctx context.Context)
 	err := fn(cctx)
 	close(done)
 	wg.Wait()
-	var dead *DaemonExitedError
+	var dead *DaemonError
 	if cause := context.Cause(cctx); errors.As(cause, &dead) {
 		return dead
 	}

@@ -343,7 +343,7 @@ func TestPrivOVNDaemonKilled(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	var dead *DaemonExitedError
+	var dead *DaemonError
 	if !errors.As(err, &dead) || dead.Daemon.PID != victim.PID || !strings.Contains(err.Error(), "ovs-vswitchd of node2") {
 		t.Fatalf("Health after the kill: %v", err)
 	}

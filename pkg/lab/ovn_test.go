@@ -104,7 +104,7 @@ func TestLastLogLine(t *testing.T) {
 	if line, isErr := lastLogLine(quiet); isErr || line != "x|INFO|two" {
 		t.Errorf("no error: %q %v", line, isErr)
 	}
-	e := &DaemonExitedError{Daemon: Daemon{Name: "ovs-vswitchd", Where: "node2", PID: 7}, LogLine: "x|INFO|two"}
+	e := &DaemonError{Daemon: Daemon{Name: "ovs-vswitchd", Where: "node2", PID: 7}, LogLine: "x|INFO|two"}
 	if got := e.Error(); got != "ovs-vswitchd of node2 (pid 7) exited with no error in its log (killed by a signal?); its last line: x|INFO|two" {
 		t.Errorf("message %q", got)
 	}
@@ -137,7 +137,7 @@ func TestWatchDaemons(t *testing.T) {
 			return errors.New("the wait ran out its time")
 		}
 	})
-	var dead *DaemonExitedError
+	var dead *DaemonError
 	if !errors.As(err, &dead) || dead.Daemon.Name != "ovn-controller" {
 		t.Fatalf("want the daemon's death, got %v", err)
 	}

@@ -310,6 +310,9 @@ func stopPrivOVS(dirs ...string) error {
 		if err := unix.Kill(pid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("stop pid %d: %w", pid, err))
 		}
+		// A stopped daemon (a broken lab's) takes its SIGTERM only once
+		// it runs again.
+		_ = unix.Kill(pid, unix.SIGCONT)
 	}
 	// A zombie counts as gone (procAlive): its init may reap it late, and
 	// its sockets, namespace and memory are released at exit.
