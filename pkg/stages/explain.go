@@ -35,7 +35,7 @@ type Explanation struct {
 	// profile resolved them (or says why it could not).
 	UserCode []UserCode `json:"user_code,omitempty"`
 	Note     string     `json:"note,omitempty"`
-	Missing string `json:"missing,omitempty"`
+	Missing  string     `json:"missing,omitempty"`
 }
 
 func part(s Stage, a, b []float64) Part {
