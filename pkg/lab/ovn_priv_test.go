@@ -350,6 +350,11 @@ func TestPrivOVNDaemonKilled(t *testing.T) {
 	if dead.LogLine == "" {
 		t.Errorf("no log line quoted: %v", err)
 	}
+	var show strings.Builder
+	l.WriteSummary(&show)
+	if !strings.Contains(show.String(), "BROKEN: ovs-vswitchd of node2") {
+		t.Errorf("lab show does not say the lab is broken:\n%s", show.String())
+	}
 	t.Logf("Health: %v", err)
 }
 
