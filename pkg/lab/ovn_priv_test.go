@@ -324,14 +324,34 @@ func TestPrivOVNDaemonKilled(t *testing.T) {
 	needOVN(t)
 	privateState(t)
 	l := upLab(t, presetWith(t, TopoOVNOverlay, nil))
-	var victim Daemon
+	var victim, stopped Daemon
 	for _, d := range l.Daemons {
-		if d.Name == "ovs-vswitchd" && d.Where == "node2" {
+		switch {
+		case d.Name == "ovs-vswitchd" && d.Where == "node2":
 			victim = d
+		case d.Name == "ovn-controller" && d.Where == "node1":
+			stopped = d
 		}
 	}
-	if victim.PID == 0 {
-		t.Fatalf("no vswitchd of node2 among %v", l.Daemons)
+	if victim.PID == 0 || stopped.PID == 0 {
+		t.Fatalf("no vswitchd of node2 or ovn-controller of node1 among %v", l.Daemons)
+	}
+	// A stopped daemon moves nothing: a stall, reported as such.
+	if err := unix.Kill(stopped.PID, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	for i := 0; i < 200 && serr == nil; i++ {
+		time.Sleep(5 * time.Millisecond)
+		serr = l.Health()
+	}
+	var st *DaemonError
+	if !errors.As(serr, &st) || !st.Stopped || st.Daemon.PID != stopped.PID || !strings.Contains(serr.Error(), "ovn-controller of node1") {
+		t.Errorf("Health with ovn-controller stopped: %v", serr)
+	}
+	_ = unix.Kill(stopped.PID, unix.SIGCONT)
+	for i := 0; i < 200 && l.Health() != nil; i++ {
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err := unix.Kill(victim.PID, unix.SIGSEGV); err != nil {
 		t.Fatal(err)
