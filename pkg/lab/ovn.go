@@ -196,7 +196,8 @@ type ovnLab struct {
 	nodes   [2]privOVS
 	intBr   string // the integration bridge (ovn-bridge), cnb-<id>-int
 	ulBr    string // the physical bridge holding the node's address, cnb-<id>-ul
-	mu      sync.Mutex
+	// mu guards the lab's Daemons while daemons start in parallel.
+	mu sync.Mutex
 }
 
 func (o *ovnLab) nb() ovsdb.DB {
@@ -207,8 +208,8 @@ func (o *ovnLab) sb() ovsdb.DB {
 	return ovsdb.DB{Socket: filepath.Join(o.central.dir, "sb.sock"), Name: "OVN_Southbound"}
 }
 
-// env is a daemon's environment: OVS and OVN tools and daemons put their
-// sockets, pid files, logs and databases in the run directory.
+// ovnEnv is a daemon's environment: OVS and OVN tools and daemons put
+// their sockets, pid files, logs and databases in the run directory.
 func ovnEnv(dir string) []string {
 	return append(privOVS{dir: dir}.env(), "OVN_RUNDIR="+dir, "OVN_LOGDIR="+dir, "OVN_DBDIR="+dir, "OVN_SYSCONFDIR="+dir)
 }
