@@ -13,8 +13,11 @@ set -euo pipefail
 # every DPDK mempool needs the ring driver, so both are named here. Without
 # them a fresh machine's ovs-dpdk fails with "Error attaching device
 # 'net_af_packet0,…' to DPDK".
+# ovn-central and ovn-host (the ovn-overlay and ovn-underlay presets): the
+# lab runs their programs privately in its own namespaces, with its own
+# databases, and never uses the services the packages install.
 pkgs=(iproute2 nftables iptables conntrack ethtool qperf iperf3 sockperf openvswitch-switch openvswitch-switch-dpdk
-  librte-net-af-packet23 librte-mempool-ring23 bpftool sqlite3 jq chromium
+  librte-net-af-packet23 librte-mempool-ring23 ovn-central ovn-host bpftool sqlite3 jq chromium
   postgresql docker-registry prometheus-pushgateway)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -420,9 +420,48 @@ func snapshotHost(t *testing.T, ids map[string]bool, stateDir string) hostSnapsh
 				s.objects = append(s.objects, "lab state of "+id)
 			}
 		}
+		// Private OVS/OVN daemons (their run directories are under the
+		// state root) and DPDK runtime directories.
+		for id := range ids {
+			dir := filepath.Join(filepath.Dir(stateDir), "ovs", runid.Prefix+id+"-")
+			for _, pid := range processesNaming(dir) {
+				s.objects = append(s.objects, "process "+cmdlines([]int{pid}))
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/var/run/dpdk"); err == nil {
+		for _, e := range ents {
+			if ours(e.Name()) {
+				s.objects = append(s.objects, "dpdk runtime directory "+e.Name())
+			}
+		}
 	}
 	sort.Strings(s.objects)
 	return s
+}
+
+// processesNaming lists the running processes (zombies left out) whose
+// command line contains s.
+func processesNaming(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(b, []byte(s)) {
+			continue
+		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue
+			}
+		}
+		out = append(out, pid)
+	}
+	return out
 }
 
 func (s hostSnapshot) diff(after hostSnapshot) []string {
@@ -527,16 +566,12 @@ var storedRE = regexp.MustCompile(`(?m)^\[(\d+)/\d+\]`)
 func TestPrivChaosRunKilled(t *testing.T) {
 	testns.HostWide(t)
 	// A lab that stays up (veth), one with nftables state (vxlan with
-	// conntrack and service rules), and one that raises a host-wide
-	// setting for its own steps only (rmem_max): a kill can land in any of
-	// their builds, measurements and teardowns.
-	bin, dir, exp := privExperiment(t, `
-name: chaos
-tests: [tcp_lat, udp_bw]
-duration: 200ms
-warmup: 50ms
-repeats: 2
-arms:
+	// conntrack and service rules), one that raises a host-wide setting
+	// for its own steps only (rmem_max), and real OVN (nine daemons in the
+	// lab's namespaces, private databases and run directories, a load
+	// balancer): a kill can land in any of their builds, measurements and
+	// teardowns.
+	arms := `
   - name: veth
     topology: veth
   - name: vxlan
@@ -544,8 +579,24 @@ arms:
     knobs: {conntrack: "on", services: "20"}
   - name: big-buffers
     topology: veth
-    knobs: {rmem_max: "16777216", wmem_max: "16777216"}
-`)
+    knobs: {rmem_max: "16777216", wmem_max: "16777216"}`
+	window := 3 * time.Second
+	if _, err := exec.LookPath("ovn-northd"); err == nil {
+		arms += `
+  - name: ovn
+    topology: ovn-overlay
+    knobs: {services: "20"}`
+		window = 12 * time.Second
+	} else {
+		t.Log("no OVN here (scripts/install-deps.sh installs ovn-central ovn-host): the chaos run has no OVN arm")
+	}
+	bin, dir, exp := privExperiment(t, `
+name: chaos
+tests: [tcp_lat, udp_bw]
+duration: 200ms
+warmup: 50ms
+repeats: 2
+arms:`+arms+"\n")
 	db := filepath.Join(dir, "r.db")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	stateRoot := filepath.Join(dir, "state")
@@ -568,7 +619,10 @@ arms:
 			t.Fatal(err)
 		}
 		// The whole run takes ~4 s here; kill anywhere in its first 3 s.
-		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second))))
+		// With the OVN arm it takes ~14 s on this 2-vCPU VM (its first
+		// step ~4 s in, after the labs and the wake-up calibration): kill
+		// anywhere in its first 12 s.
+		time.Sleep(time.Duration(rng.Int64N(int64(window))))
 		_ = cmd.Process.Signal(unix.SIGKILL)
 		_ = cmd.Wait()
 		reported := 0

@@ -11,8 +11,13 @@ import (
 	"time"
 )
 
-// Schema is the Open_vSwitch schema Debian's openvswitch-common installs.
-const Schema = "/usr/share/openvswitch/vswitch.ovsschema"
+// Schema is the Open_vSwitch schema Debian's openvswitch-common installs;
+// NBSchema and SBSchema are OVN's (Debian's ovn-common).
+const (
+	Schema   = "/usr/share/openvswitch/vswitch.ovsschema"
+	NBSchema = "/usr/share/ovn/ovn-nb.ovsschema"
+	SBSchema = "/usr/share/ovn/ovn-sb.ovsschema"
+)
 
 // Server starts ovsdb-server on a new database of Schema and returns its
 // socket; with initialise, the database gets its Open_vSwitch row as
@@ -21,16 +26,28 @@ const Schema = "/usr/share/openvswitch/vswitch.ovsschema"
 // killed when the test ends.
 func Server(t testing.TB, initialise bool) string {
 	t.Helper()
+	sock := ServerOf(t, Schema)
+	if initialise {
+		Vsctl(t, sock, "--no-wait", "init")
+	}
+	return sock
+}
+
+// ServerOf starts ovsdb-server on a new database of schema (Schema,
+// NBSchema, SBSchema) and returns its socket, as Server; the test is
+// skipped when the server or the schema is not installed.
+func ServerOf(t testing.TB, schema string) string {
+	t.Helper()
 	server, err := exec.LookPath("ovsdb-server")
 	if err != nil {
 		t.Skip("ovsdb-server not installed (scripts/install-deps.sh installs openvswitch-switch)")
 	}
-	if _, err := os.Stat(Schema); err != nil {
-		t.Skip("no " + Schema)
+	if _, err := os.Stat(schema); err != nil {
+		t.Skip("no " + schema + " (scripts/install-deps.sh installs openvswitch-switch, ovn-central and ovn-host)")
 	}
 	dir := t.TempDir()
 	db, sock := filepath.Join(dir, "conf.db"), filepath.Join(dir, "db.sock")
-	if out, err := exec.Command("ovsdb-tool", "create", db, Schema).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ovsdb-tool", "create", db, schema).CombinedOutput(); err != nil {
 		t.Fatalf("ovsdb-tool create: %v\n%s", err, out)
 	}
 	srv := exec.Command(server, db, "--remote=punix:"+sock, "--unixctl="+filepath.Join(dir, "ctl"), "--no-chdir")
@@ -43,9 +60,6 @@ func Server(t testing.TB, initialise bool) string {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	if initialise {
-		Vsctl(t, sock, "--no-wait", "init")
 	}
 	return sock
 }

@@ -184,6 +184,9 @@ func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, erro
 		end = x.o.Disturb.Start()
 	}
 	res, err := x.e.measure(x.ctx, x.o, a, st, pl, x.labs, x.labErr, x.exclusive, s)
+	if dfe := (*DatapathFailedError)(nil); errors.As(err, &dfe) {
+		x.rebuild(a, dfe)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -418,14 +418,34 @@ func (e *Experiment) measure(ctx context.Context, o Options, a *Arm, st Step, pl
 			meas = meteredMeasurer{inner: meas, m: dm}
 		}
 	}
+	mctx := ctx
+	var health func() error
+	if hl, ok := li.(HealthLab); ok {
+		mctx, health = watchHealth(ctx, hl)
+	}
+	var res *result.Result
+	var merr error
 	if o.Profiler != nil && (o.ProfileArms == nil || o.ProfileArms[a.Name]) {
-		res, prof, why, merr := measureProfiled(ctx, meas, req, o.Profiler)
+		var prof *profile.Profile
+		var why string
+		res, prof, why, merr = measureProfiled(mctx, meas, req, o.Profiler)
 		if prof != nil {
 			// Every repeat of a cell shares the cell's bound.
 			profile.Bound(prof.Stacks, profile.MaxCellBytes/max(e.Repeats, 1))
 		}
 		s.Profile, s.ProfileMissing = prof, why
-		return res, merr
+	} else {
+		res, merr = meas.Measure(mctx, req)
 	}
-	return meas.Measure(ctx, req)
+	if health != nil {
+		if herr := health(); herr != nil && ctx.Err() == nil {
+			return nil, &DatapathFailedError{Lab: li.Name(), Err: herr}
+		}
+	}
+	if merr == nil && res != nil {
+		if what := movedNothing(res); what != "" {
+			return nil, &NoTrafficError{What: what}
+		}
+	}
+	return res, merr
 }

@@ -61,6 +61,10 @@ func (i labInstance) DatapathMeter() DatapathMeter {
 	return nil
 }
 
+// Health names a daemon of the lab's datapath that exited or stopped (the
+// OVN labs'); nil for labs that have none.
+func (i labInstance) Health() error { return i.l.Health() }
+
 // Drivers measures with the registered drivers (pkg/driver).
 type Drivers struct{}
 

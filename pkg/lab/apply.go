@@ -24,6 +24,9 @@ type applyStep struct {
 var (
 	byLayout  = &applyStep{name: "read by the layout (names, addresses, MTUs) before anything is built"}
 	byBuilder = &applyStep{name: "read by the topology's builder"}
+	// byOVNNorthbound: written into the OVN northbound database in the one
+	// transaction that creates the logical network (ovn_nb.go).
+	byOVNNorthbound = &applyStep{name: "written into OVN's northbound database with the logical network"}
 
 	applySocketBufsStep = &applyStep{name: "socket buffer limits, journaled", run: (*builder).applySocketBufs}
 	applyOffloadsStep   = &applyStep{name: "ethtool features of pod and host-side interfaces, journaled", run: (*builder).applyOffloads}

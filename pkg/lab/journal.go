@@ -102,6 +102,11 @@ func (l *Lab) ChangesHost() bool {
 		// why), or this binary does not know it: keep it apart too.
 		return true
 	}
+	if l.Spec != nil && l.Spec.DPDK != nil {
+		// A DPDK switch (an OVN lab's with dpdk=on): a PMD that does not
+		// sleep spins a whole CPU, which every other lab would feel.
+		return true
+	}
 	held, err := l.Changes()
 	if err != nil {
 		return true

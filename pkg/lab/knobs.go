@@ -34,6 +34,9 @@ type knob struct {
 	needs *knobNeed
 	// apply is how it takes effect (apply.go).
 	apply *applyStep
+	// ovnApply, when set, is how it takes effect on a real OVN topology,
+	// whose switches OVN programs (its northbound database).
+	ovnApply *applyStep
 	// undo says how its effect goes away when the lab does.
 	undo string
 }
@@ -42,6 +45,12 @@ type knob struct {
 type knobNeed struct {
 	knob string
 	says string // the refusal, after "knob NAME: "
+	// unless, when set, names the topologies that need nothing beside the
+	// knob (ovs-dpdk is a DPDK switch without the dpdk knob).
+	unless func(t *topology) bool
+	// evenOff: the knob needs the other even when set to its off value
+	// (pmd_sleep=0 still configures a PMD).
+	evenOff bool
 }
 
 // topoRule says which topologies take a knob, by a fact of their rows.
@@ -64,7 +73,17 @@ var (
 		why: "needs pod interfaces other than loopback"}
 	onNetfilter = &topoRule{takes: func(t *topology) bool { return t.netfilter == yes }}
 	onDPDK      = &topoRule{takes: func(t *topology) bool { return t.dpdk == yes }}
+	onOVN       = &topoRule{takes: isOVN, why: "needs a real OVN topology"}
+	// onPMD: the DPDK switch's knobs — ovs-dpdk's, and the OVN presets'
+	// with dpdk=on (needsDPDK).
+	onPMD = &topoRule{takes: func(t *topology) bool { return t.dpdk == yes || t.ovn == yes },
+		why: "needs an OVS-DPDK switch"}
+	needsDPDK = &knobNeed{knob: "dpdk", says: "needs dpdk=on (the OVN nodes' switches on OVS-DPDK)",
+		unless: func(t *topology) bool { return t.dpdk == yes }, evenOff: true}
 )
+
+// isOVN: real OVN programs the topology's switches.
+func isOVN(t *topology) bool { return t.ovn == yes }
 
 // The knobs, in the order `cnibench lab up --help` lists them.
 var knobs = []*knob{
@@ -91,12 +110,12 @@ var knobs = []*knob{
 	{name: "notrack", help: "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
 		grammar: custom(parseNotrackKnob), rule: onNetfilter,
 		apply: applyNftStep, undo: "nothing to undo: its nftables table is in the lab's namespaces"},
-	{name: "services", help: "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them)",
+	{name: "services", help: "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them; on OVN, the VIPs of Kube-OVN's load balancers)",
 		grammar: intRange{lo: 0, hi: maxServices, set: func(s *Spec, n int64) { s.Services = int(n) }},
 		rule: &topoRule{takes: func(t *topology) bool { return t.services == yes },
 			why: "needs a path from the client to a Service VIP"},
 		offAnywhere: true,
-		apply:       applyNftStep, undo: "nothing to undo: its nftables table is in the lab's namespaces"},
+		apply:       applyNftStep, ovnApply: byOVNNorthbound, undo: "nothing to undo: its nftables table (its OVN load balancers) is in the lab's namespaces (database)"},
 	{name: "proxy", help: "iptables or nftables (kube-proxy's rules on every node; needs services)",
 		grammar: choice[ProxyMode]{values: []ProxyMode{ProxyIPTables, ProxyNFTables}, offs: []string{"off", ""},
 			set: func(s *Spec, v ProxyMode) { s.Proxy = v }},
@@ -107,14 +126,35 @@ var knobs = []*knob{
 		grammar: intRange{lo: 1, hi: maxEndpoints, set: func(s *Spec, n int64) { s.Endpoints = int(n) }},
 		needs:   &knobNeed{knob: "proxy", says: "only with proxy=iptables or proxy=nftables"},
 		apply:   applyProxyStep, undo: "nothing to undo: its rules are in the lab's node namespaces"},
-	{name: "policies", help: "an integer 0..10000 (allowed peers on the server pod's ingress)",
+	{name: "policies", help: "an integer 0..10000 (allowed peers on the server pod's ingress; on OVN, Kube-OVN's NetworkPolicy ACLs)",
 		grammar: intRange{lo: 0, hi: maxPolicies, set: func(s *Spec, n int64) { s.Policies = int(n) }},
-		rule:    &topoRule{takes: isRouted, why: "the policy goes in the server's node namespace"}, offAnywhere: true,
-		apply: applyPoliciesStep, undo: "nothing to undo: its nftables table is in the server's node namespace"},
+		rule: &topoRule{takes: func(t *topology) bool { return isRouted(t) || isOVN(t) },
+			why: "the policy goes in the server's node namespace, or OVN's ACLs"}, offAnywhere: true,
+		apply: applyPoliciesStep, ovnApply: byOVNNorthbound, undo: "nothing to undo: its nftables table is in the server's node namespace (its ACLs in the lab's OVN database)"},
 	{name: "policy_mode", help: "linear or set (how policies are written: one rule per peer, or one set lookup)",
 		grammar: choice[PolicyMode]{values: []PolicyMode{PolicyLinear, PolicySet}, set: func(s *Spec, v PolicyMode) { s.PolicyMode = v }},
 		needs:   &knobNeed{knob: "policies", says: "needs policies=N"},
-		apply:   applyPoliciesStep, undo: "nothing to undo: its nftables table is in the server's node namespace"},
+		apply:   applyPoliciesStep, ovnApply: byOVNNorthbound, undo: "nothing to undo: its nftables table is in the server's node namespace (its ACLs in the lab's OVN database)"},
+	{name: "tunnel", help: "geneve or vxlan (ovn-encap-type between the OVN nodes; stt is refused: gone from Open vSwitch)",
+		grammar: custom(parseTunnelKnob),
+		rule:    &topoRule{takes: func(t *topology) bool { return isOVN(t) && t.tunnel != noTunnel }, why: "needs an OVN overlay"},
+		apply:   byBuilder, undo: "nothing to undo: the lab's private OVS databases go with it"},
+	{name: "router", help: "on or off (a second logical switch behind Kube-OVN's logical router, a pod on it per node)",
+		grammar: onOff{set: func(s *Spec, on bool) { s.ovn().Router = on }}, rule: onOVN, offAnywhere: true,
+		apply: byOVNNorthbound, undo: "nothing to undo: the lab's OVN database and pods go with it"},
+	{name: "skip_conntrack", help: "a comma-separated list of IPv4 CIDRs (destinations that skip conntrack in OVN's switches: Kube-OVN's --skip-conntrack-dst-cidrs)",
+		grammar: custom(parseSkipConntrackKnob), rule: onOVN,
+		apply: byOVNNorthbound, undo: "nothing to undo: the lab's OVN database goes with it"},
+	{name: "dpdk", help: "on or off (the OVN nodes' ovs-vswitchd built with DPDK: af_packet PMD ports, no hugepages)",
+		grammar: onOff{set: func(s *Spec, on bool) {
+			if on {
+				s.dpdkSpec()
+			} else {
+				s.DPDK = nil
+			}
+		}},
+		rule: onOVN, offAnywhere: true,
+		apply: byBuilder, undo: "nothing to undo: the DPDK runtime directory goes with the lab"},
 	{name: "rmem_max", help: "a byte count 4096..2147483647, e.g. 1073741824",
 		grammar: intRange{lo: 4096, hi: 2147483647, set: func(s *Spec, n int64) { s.RmemMax = n }},
 		apply:   applySocketBufsStep, undo: "journal: net.core.rmem_max in the lab's namespaces, or on the host where it is host-wide"},
@@ -133,21 +173,21 @@ var knobs = []*knob{
 		grammar: intRange{lo: 1, hi: 200, set: func(s *Spec, n int64) { s.PodsPerNode = int(n) }},
 		rule:    &topoRule{takes: func(t *topology) bool { return t.podsKnob == yes }},
 		apply:   byLayout, undo: "nothing to undo: the pods go with the lab"},
-	{name: "pmd_cpus", help: "a CPU list such as 1 or 0-1 or 0,1 (the PMD threads' CPUs, pmd-cpu-mask)",
-		grammar: custom(parsePMDCPUsKnob), rule: onDPDK,
+	{name: "pmd_cpus", help: "a CPU list such as 1 or 0-1 or 0,1 (the PMD threads' CPUs, pmd-cpu-mask; on OVN with dpdk=on)",
+		grammar: custom(parsePMDCPUsKnob), rule: onPMD, needs: needsDPDK,
 		apply: byBuilder, undo: "nothing to undo: the lab's private OVS database goes with it"},
-	{name: "pmd_sleep", help: "microseconds 0..10000 (PMD load-based sleeping, pmd-maxsleep; 0 = never sleep)",
-		grammar: intRange{lo: 0, hi: dpdkMaxSleepUs, set: func(s *Spec, n int64) { s.DPDK.PMDSleepUs = int(n) }},
-		rule:    onDPDK, apply: byBuilder, undo: "nothing to undo: the lab's private OVS database goes with it"},
-	{name: "userspace_tso", help: "on or off (userspace-tso-enable)",
-		grammar: onOff{set: func(s *Spec, on bool) { s.DPDK.UserspaceTSO = on }},
-		rule:    onDPDK, apply: byBuilder, undo: "nothing to undo: the lab's private OVS database goes with it"},
+	{name: "pmd_sleep", help: "microseconds 0..10000 (PMD load-based sleeping, pmd-maxsleep; 0 = never sleep; on OVN with dpdk=on)",
+		grammar: intRange{lo: 0, hi: dpdkMaxSleepUs, set: func(s *Spec, n int64) { s.dpdkSpec().PMDSleepUs = int(n) }},
+		rule:    onPMD, needs: needsDPDK, apply: byBuilder, undo: "nothing to undo: the lab's private OVS database goes with it"},
+	{name: "userspace_tso", help: "on or off (userspace-tso-enable; on OVN with dpdk=on)",
+		grammar: onOff{set: func(s *Spec, on bool) { s.dpdkSpec().UserspaceTSO = on }},
+		rule:    onPMD, needs: needsDPDK, apply: byBuilder, undo: "nothing to undo: the lab's private OVS database goes with it"},
 	{name: "hugepages", help: "an integer 64..8192 (2 MiB hugepages reserved while the lab is up)",
 		grammar: intRange{lo: dpdkMinHugepages, hi: dpdkMaxHugepages, set: func(s *Spec, n int64) { s.DPDK.Hugepages = int(n) }},
 		rule:    onDPDK, apply: byBuilder, undo: "journal: vm.nr_hugepages, where the host had too few free"},
-	{name: "ring_frames", help: "a power of two 64..8192 (frames in each af_packet port's receive and transmit ring, DPDK framecnt)",
-		grammar: intRange{lo: dpdkMinRingFrames, hi: dpdkMaxRingFrames, pow2: true, set: func(s *Spec, n int64) { s.DPDK.RingFrames = int(n) }},
-		rule:    onDPDK, apply: byBuilder, undo: "nothing to undo: the ports go with the lab"},
+	{name: "ring_frames", help: "a power of two 64..8192 (frames in each af_packet port's receive and transmit ring, DPDK framecnt; on OVN with dpdk=on)",
+		grammar: intRange{lo: dpdkMinRingFrames, hi: dpdkMaxRingFrames, pow2: true, set: func(s *Spec, n int64) { s.dpdkSpec().RingFrames = int(n) }},
+		rule:    onPMD, needs: needsDPDK, apply: byBuilder, undo: "nothing to undo: the ports go with the lab"},
 }
 
 // knobIndex finds an entry by name.
@@ -299,15 +339,24 @@ func (s *Spec) finish() error {
 		return fmt.Errorf("pods_per_node: a one-node %s topology needs at least 2 pods (client and server)", s.Topology)
 	}
 	for _, k := range knobs {
-		if !s.active[k.name] {
+		if _, given := s.given[k.name]; !given {
 			continue
 		}
-		if k.rule != nil && k.rule.twoNodes && s.Nodes != 2 {
+		if k.rule != nil && k.rule.twoNodes && s.Nodes != 2 && s.active[k.name] {
 			return k.refuse(s)
 		}
-		if k.needs != nil && !s.active[k.needs.knob] {
-			return fmt.Errorf("knob %s: %s", k.name, k.needs.says)
+		n := k.needs
+		if n == nil || s.active[n.knob] || (n.unless != nil && n.unless(s.row())) {
+			continue
 		}
+		// A knob set to off needs nothing, except where being set at all
+		// needs the other (a PMD setting without a DPDK switch).
+		if s.active[k.name] || n.evenOff {
+			return fmt.Errorf("knob %s: %s", k.name, n.says)
+		}
+	}
+	if err := s.checkOVN(); err != nil {
+		return err
 	}
 	s.resolved = true
 	return nil
@@ -316,11 +365,19 @@ func (s *Spec) finish() error {
 // uses reports whether a knob the spec sets takes effect through step.
 func (s *Spec) uses(step *applyStep) bool {
 	for _, k := range knobs {
-		if k.apply == step && s.active[k.name] {
+		if k.step(s.row()) == step && s.active[k.name] {
 			return true
 		}
 	}
 	return false
+}
+
+// step is how the knob takes effect on topology t.
+func (k *knob) step(t *topology) *applyStep {
+	if k.ovnApply != nil && t.ovn == yes {
+		return k.ovnApply
+	}
+	return k.apply
 }
 
 // The grammars a knob's text is read with.
@@ -411,5 +468,5 @@ func parseNotrackKnob(text string) (func(*Spec), error) {
 
 func parsePMDCPUsKnob(text string) (func(*Spec), error) {
 	cpus, err := parseCPUList(strings.TrimSpace(text))
-	return func(s *Spec) { s.DPDK.PMDCPUs = cpus }, err
+	return func(s *Spec) { s.dpdkSpec().PMDCPUs = cpus }, err
 }

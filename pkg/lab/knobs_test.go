@@ -84,5 +84,5 @@ func knobValueFor(k *knob) string {
 		return "on"
 	}
 	return map[string]string{"offloads": "gro=off", "notrack": "10.0.0.0/8", "pmd_cpus": "0", "fastpath": "ebpf",
-		"proxy": "iptables", "policy_mode": "set"}[k.name]
+		"proxy": "iptables", "policy_mode": "set", "tunnel": "vxlan", "skip_conntrack": "10.16.0.0/16"}[k.name]
 }

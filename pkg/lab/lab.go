@@ -98,6 +98,9 @@ type Lab struct {
 	OVSBridges []string `json:"ovs_bridges,omitempty"` // OVS bridges
 	StartedOVS bool     `json:"started_ovs,omitempty"` // we started the host's ovsdb-server/ovs-vswitchd
 	PrivateOVS []string `json:"private_ovs,omitempty"` // run dirs of per-node OVS instances
+	// Daemons are the private OVS and OVN daemons the lab started, with
+	// their pids: Health names one that exited.
+	Daemons []Daemon `json:"daemons,omitempty"`
 	// Journal is the pkg/tune journal of every setting the lab changed
 	// (sysctls on the host and in its namespaces, offloads), each written
 	// there with its old value before the change; Down rolls it back.

@@ -76,6 +76,18 @@ func leftovers(t *testing.T, id string) []string {
 			out = append(out, "state "+l.Name)
 		}
 	}
+	// Daemons of its private OVS/OVN instances, and their DPDK runtime
+	// directories.
+	for _, pid := range pidsMentioning(filepath.Join(privOVSRoot, prefix)) {
+		out = append(out, fmt.Sprintf("process %d", pid))
+	}
+	if ents, err := os.ReadDir(dpdkRunDir); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, "dpdk dir "+e.Name())
+			}
+		}
+	}
 	return out
 }
 

@@ -279,40 +279,83 @@ func (o privOVS) ctl(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock()}, args...)...)
 }
 
-// stopPrivOVS stops a private OVS instance by its pid files and removes its
-// directory; a missing one is not an error.
-func stopPrivOVS(dir string) error {
+// stopPrivOVS stops the daemons of private OVS (and OVN) instances and
+// removes their directories and DPDK runtime directories; what is missing
+// is not an error. Every daemon of every directory gets SIGTERM at once —
+// each exits in 5–60 ms — and whatever still runs after a second SIGKILL.
+// A daemon that had not written its pid file yet (a killed `up`) is found
+// by its command line, which names its private run directory.
+func stopPrivOVS(dirs ...string) error {
 	var errs []error
-	for _, d := range []string{"ovs-vswitchd", "ovsdb-server"} {
-		b, err := os.ReadFile(filepath.Join(dir, d+".pid"))
-		if err != nil {
-			continue
+	seen := map[int]bool{}
+	var pids []int
+	add := func(pid int) {
+		if !seen[pid] && procAlive(pid) {
+			seen[pid] = true
+			pids = append(pids, pid)
 		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 {
-			continue
+	}
+	for _, dir := range dirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+		for _, f := range files {
+			if pid, err := readPID(f); err == nil {
+				add(pid)
+			}
 		}
+	}
+	for _, pid := range pidsMentioning(dirs...) {
+		add(pid)
+	}
+	for _, pid := range pids {
 		if err := unix.Kill(pid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("stop %s (pid %d): %w", d, pid, err))
-			continue
+			errs = append(errs, fmt.Errorf("stop pid %d: %w", pid, err))
 		}
-		for i := 0; i < 200 && procAlive(pid); i++ {
-			time.Sleep(5 * time.Millisecond)
+		// A stopped daemon (a broken lab's) takes its SIGTERM only once
+		// it runs again.
+		_ = unix.Kill(pid, unix.SIGCONT)
+	}
+	// A zombie counts as gone (procAlive): its init may reap it late, and
+	// its sockets, namespace and memory are released at exit.
+	waitGone := func(pids []int, d time.Duration) []int {
+		deadline := time.Now().Add(d)
+		for {
+			var left []int
+			for _, pid := range pids {
+				if procAlive(pid) {
+					left = append(left, pid)
+				}
+			}
+			if len(left) == 0 || time.Now().After(deadline) {
+				return left
+			}
+			time.Sleep(2 * time.Millisecond)
 		}
-		if procAlive(pid) {
+	}
+	if left := waitGone(pids, time.Second); len(left) > 0 {
+		for _, pid := range left {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
+		if left = waitGone(left, 2*time.Second); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("processes %v of %s still run after SIGKILL", left, strings.Join(dirs, ", ")))
+		}
 	}
-	// A daemon that had not written its pid file yet (a killed `up`) is
-	// found by its command line, which names its private run directory.
-	for _, pid := range pidsMentioning(dir) {
-		_ = unix.Kill(pid, unix.SIGKILL)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	for _, dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+		// DPDK without hugepages keeps its EAL runtime directory there,
+		// named by --file-prefix: the node's namespace, the directory's
+		// name.
+		if err := os.RemoveAll(filepath.Join(dpdkRunDir, filepath.Base(dir))); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
+
+// dpdkRunDir holds DPDK's per-process runtime directories (EAL's
+// --file-prefix) when DPDK runs as root without --in-memory.
+var dpdkRunDir = "/var/run/dpdk"
 
 // procIDs lists the numeric entries of a /proc directory: the processes
 // of /proc, the threads of /proc/<pid>/task.
@@ -330,8 +373,9 @@ func procIDs(dir string) ([]int, error) {
 	return ids, nil
 }
 
-// pidsMentioning lists live processes whose command line contains s.
-func pidsMentioning(s string) []int {
+// pidsMentioning lists live processes whose command line contains one of
+// ss.
+func pidsMentioning(ss ...string) []int {
 	pids, _ := procIDs("/proc")
 	var out []int
 	for _, pid := range pids {
@@ -339,8 +383,14 @@ func pidsMentioning(s string) []int {
 			continue
 		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err == nil && bytes.Contains(b, []byte(s)) && procAlive(pid) {
-			out = append(out, pid)
+		if err != nil {
+			continue
+		}
+		for _, s := range ss {
+			if bytes.Contains(b, []byte(s)) && procAlive(pid) {
+				out = append(out, pid)
+				break
+			}
 		}
 	}
 	return out

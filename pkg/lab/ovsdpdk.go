@@ -46,22 +46,28 @@ func probeOVSDPDK(ctx context.Context, s *Spec, _ string) error {
 	if err := probeOVS(ctx); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(ovsDPDKVswitchd); err != nil || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("ovs-dpdk: %w here: %s is not installed (install Debian package openvswitch-switch-dpdk: %s); nothing was created",
-			ErrNotSupported, ovsDPDKVswitchd, dpdkInstall)
-	}
-	for _, p := range dpdkPlugins {
-		if m, _ := filepath.Glob(p.glob); len(m) == 0 {
-			return fmt.Errorf("ovs-dpdk: %w here: DPDK's driver %s is not installed (install Debian package %s: apt-get install %s); nothing was created",
-				ErrNotSupported, filepath.Base(strings.TrimSuffix(p.glob, "*")), p.pkg, p.pkg)
-		}
-	}
 	if size, err := hugepageSizeKB(); err != nil || size != 2048 {
 		return fmt.Errorf("ovs-dpdk: %w here: the default hugepage size is not 2 MiB (%d kB, %v); nothing was created", ErrNotSupported, size, err)
 	}
+	return probeDPDK(s)
+}
+
+// probeDPDK checks that the DPDK vswitchd and the DPDK drivers the lab's
+// ports need are installed and that the asked PMD CPUs are online.
+func probeDPDK(s *Spec) error {
+	if fi, err := os.Stat(ovsDPDKVswitchd); err != nil || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s: %w here: %s is not installed (install Debian package openvswitch-switch-dpdk: %s); nothing was created",
+			s.Topology, ErrNotSupported, ovsDPDKVswitchd, dpdkInstall)
+	}
+	for _, p := range dpdkPlugins {
+		if m, _ := filepath.Glob(p.glob); len(m) == 0 {
+			return fmt.Errorf("%s: %w here: DPDK's driver %s is not installed (install Debian package %s: apt-get install %s); nothing was created",
+				s.Topology, ErrNotSupported, filepath.Base(strings.TrimSuffix(p.glob, "*")), p.pkg, p.pkg)
+		}
+	}
 	online, err := onlineCPUs()
 	if err != nil {
-		return fmt.Errorf("ovs-dpdk: online CPUs: %w; nothing was created", err)
+		return fmt.Errorf("%s: online CPUs: %w; nothing was created", s.Topology, err)
 	}
 	for _, c := range s.DPDK.PMDCPUs {
 		if !online[c] {

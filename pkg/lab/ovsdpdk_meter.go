@@ -12,27 +12,35 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/result"
+	"github.com/cnibench/cnibench/pkg/runid"
 )
 
-// DatapathMeter measures a lab's userspace datapath daemon over a window:
-// the on-CPU time of each of its threads (the PMD threads apart) from
-// /proc/<pid>/task/*/schedstat, in nanoseconds, and the PMDs' busy and idle
-// cycles from OVS's own counters. The engine's CPU figures cover only the
-// client and server processes; on OVS-DPDK the switching happens in
-// another process, which is what this makes visible.
+// DatapathMeter measures a lab's userspace datapath daemons over a window
+// — the lab's ovs-vswitchd, or each node's on a two-node lab — : the
+// on-CPU time of each of their threads (the PMD threads apart) from
+// /proc/<pid>/task/*/schedstat, in nanoseconds, and the PMDs' busy and
+// idle cycles from OVS's own counters. The engine's CPU figures cover only
+// the client and server processes; on a userspace datapath the switching
+// happens in other processes, which is what this makes visible.
 type DatapathMeter struct {
-	pid     int
-	ctl     string   // ovs-appctl -t target
+	daemons []meteredDaemon
 	env     []string // for ovs-appctl
 	t0      time.Time
-	all0    int64
-	pmd0    map[int]int64
 	cleared error // why the PMD counters could not be reset at Start
 }
 
-// DatapathMeter returns the meter of the lab's datapath daemon, or nil when
-// no daemon of its datapath is measured (the kernel's datapaths) or the
-// daemon is not running.
+// meteredDaemon is one vswitchd a meter reads, and its figures at Start.
+type meteredDaemon struct {
+	where string // "node1", or "" on a one-switch lab
+	pid   int
+	ctl   string // ovs-appctl -t target
+	all0  int64
+	pmd0  map[int]int64
+}
+
+// DatapathMeter returns the meter of the lab's datapath daemons, or nil
+// when no daemon of its datapath is measured (the kernel's datapaths) or
+// none is running.
 func (l *Lab) DatapathMeter() *DatapathMeter {
 	t, err := lookupTopology(l.Preset)
 	if err != nil {
@@ -45,19 +53,32 @@ func (l *Lab) DatapathMeter() *DatapathMeter {
 // measured.
 func notMetered(*Lab) *DatapathMeter { return nil }
 
-// privateVswitchdMeter meters the lab's own ovs-vswitchd (ovs-dpdk's),
-// PMD threads included.
+// privateVswitchdMeter meters the lab's own ovs-vswitchds, PMD threads
+// included: ovs-dpdk's one, and one per node of the two-node presets,
+// summed (the figures a run reports), each node's time apart in agents.
 func privateVswitchdMeter(l *Lab) *DatapathMeter {
-	if len(l.PrivateOVS) == 0 {
+	m := &DatapathMeter{}
+	for _, dir := range l.PrivateOVS {
+		pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
+		if err != nil || !procAlive(pid) {
+			continue // a directory without a switch (OVN's central one)
+		}
+		// The lab starts its vswitchds with a fixed control socket;
+		// ovs-netdev-geneve's use OVS's default name in their directory.
+		ctl := unixctl(dir)
+		if _, err := os.Stat(ctl); err != nil {
+			ctl = filepath.Join(dir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))
+		}
+		m.daemons = append(m.daemons, meteredDaemon{where: strings.TrimPrefix(filepath.Base(dir), runid.Prefix+l.ID+"-"), pid: pid, ctl: ctl})
+		m.env = privOVS{dir: dir}.env()
+	}
+	if len(m.daemons) == 0 {
 		return nil
 	}
-	dir := l.PrivateOVS[0]
-	pid, err := readPID(filepath.Join(dir, "ovs-vswitchd.pid"))
-	if err != nil || !procAlive(pid) {
-		return nil
+	if len(m.daemons) == 1 {
+		m.daemons[0].where = ""
 	}
-	o := privOVS{dir: dir}
-	return &DatapathMeter{pid: pid, ctl: unixctl(dir), env: o.env()}
+	return m
 }
 
 // hostVswitchdMeter meters the host's ovs-vswitchd, which switches an
@@ -69,7 +90,7 @@ func hostVswitchdMeter(*Lab) *DatapathMeter {
 	if err != nil || !procAlive(pid) {
 		return nil
 	}
-	return &DatapathMeter{pid: pid, ctl: filepath.Join(ovsRunDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))}
+	return &DatapathMeter{daemons: []meteredDaemon{{pid: pid, ctl: filepath.Join(ovsRunDir, fmt.Sprintf("ovs-vswitchd.%d.ctl", pid))}}}
 }
 
 // readPID reads the process id a daemon wrote to its pid file p.
@@ -118,13 +139,29 @@ func threadTimes(pid int) (total int64, pmd map[int]int64, err error) {
 
 // Start opens the window: thread times now, PMD counters reset.
 func (m *DatapathMeter) Start(ctx context.Context) error {
-	all, pmd, err := threadTimes(m.pid)
-	if err != nil {
-		return fmt.Errorf("ovs-vswitchd (pid %d) threads: %w", m.pid, err)
+	m.cleared = nil
+	for i := range m.daemons {
+		d := &m.daemons[i]
+		all, pmd, err := threadTimes(d.pid)
+		if err != nil {
+			return fmt.Errorf("ovs-vswitchd %s(pid %d) threads: %w", d.label(), d.pid, err)
+		}
+		d.all0, d.pmd0 = all, pmd
 	}
-	m.t0, m.all0, m.pmd0 = time.Now(), all, pmd
-	_, m.cleared = run(ctx, "", m.env, "ovs-appctl", "--timeout=5", "-t", m.ctl, "dpif-netdev/pmd-stats-clear")
+	m.t0 = time.Now()
+	for _, d := range m.daemons {
+		if _, err := run(ctx, "", m.env, "ovs-appctl", "--timeout=5", "-t", d.ctl, "dpif-netdev/pmd-stats-clear"); err != nil {
+			m.cleared = err
+		}
+	}
 	return nil
+}
+
+func (d meteredDaemon) label() string {
+	if d.where == "" {
+		return ""
+	}
+	return "of " + d.where + " "
 }
 
 // Stop closes the window. Figures that could not be read are nil, with
@@ -133,41 +170,68 @@ func (m *DatapathMeter) Stop(ctx context.Context) (*result.DatapathCPU, map[stri
 	missing := map[string]string{}
 	wall := time.Since(m.t0).Seconds()
 	d := &result.DatapathCPU{Process: "ovs-vswitchd"}
-	all, pmd, err := threadTimes(m.pid)
-	if err != nil {
-		for _, f := range []string{"seconds", "pct", "pmd_seconds", "pmd_pct"} {
-			missing[f] = fmt.Sprintf("ovs-vswitchd (pid %d) threads: %v", m.pid, err)
+	if len(m.daemons) > 1 {
+		var where []string
+		for _, x := range m.daemons {
+			where = append(where, x.where)
 		}
-	} else {
-		sec := float64(all-m.all0) / 1e9
-		var p int64
+		d.Process = "ovs-vswitchd of " + strings.Join(where, ", ")
+	}
+	var sec, pmdSec float64
+	pmds := 0
+	for _, x := range m.daemons {
+		all, pmd, err := threadTimes(x.pid)
+		if err != nil {
+			why := fmt.Sprintf("ovs-vswitchd %s(pid %d) threads: %v", x.label(), x.pid, err)
+			for _, f := range []string{"seconds", "pct", "pmd_seconds", "pmd_pct"} {
+				missing[f] = why
+			}
+			break
+		}
+		s := float64(all-x.all0) / 1e9
+		sec += s
 		for tid, ns := range pmd {
-			p += ns - m.pmd0[tid]
+			pmdSec += float64(ns-x.pmd0[tid]) / 1e9
 		}
+		pmds += len(pmd)
+		if x.where != "" {
+			d.Agents = append(d.Agents, result.AgentCPU{Node: x.where, Process: "ovs-vswitchd", PIDs: []int{x.pid},
+				Seconds: result.F(s), Pct: result.F(100 * s / wall)})
+		}
+	}
+	if _, failed := missing["seconds"]; !failed {
 		d.Seconds, d.Pct = result.F(sec), result.F(100*sec/wall)
-		if len(pmd) > 0 {
-			ps := float64(p) / 1e9
-			d.PMDSeconds, d.PMDPct = result.F(ps), result.F(100*ps/wall)
+		if pmds > 0 {
+			d.PMDSeconds, d.PMDPct = result.F(pmdSec), result.F(100*pmdSec/wall)
 		} else {
 			missing["pmd_seconds"], missing["pmd_pct"] = "no PMD thread found", "no PMD thread found"
 		}
+	} else {
+		d.Agents = nil
 	}
-	switch {
-	case m.cleared != nil:
+	if m.cleared != nil {
 		missing["pmd_busy_pct"] = "pmd-stats-clear: " + m.cleared.Error()
-	default:
-		out, err := run(ctx, "", m.env, "ovs-appctl", "--timeout=5", "-t", m.ctl, "dpif-netdev/pmd-stats-show")
+		return d, missing
+	}
+	var busy, total int64
+	for _, x := range m.daemons {
+		out, err := run(ctx, "", m.env, "ovs-appctl", "--timeout=5", "-t", x.ctl, "dpif-netdev/pmd-stats-show")
 		if err != nil {
 			missing["pmd_busy_pct"] = "pmd-stats-show: " + err.Error()
-			break
+			return d, missing
 		}
-		busy, err := parsePMDBusy(out)
+		p, t, err := parsePMDCycles(out)
 		if err != nil {
 			missing["pmd_busy_pct"] = err.Error()
-			break
+			return d, missing
 		}
-		d.PMDBusyPct = result.F(busy)
+		busy, total = busy+p, total+t
 	}
+	if total == 0 {
+		missing["pmd_busy_pct"] = "pmd-stats-show: no cycles counted in the window"
+		return d, missing
+	}
+	d.PMDBusyPct = result.F(100 * float64(busy) / float64(total))
 	return d, missing
 }
 
@@ -179,7 +243,20 @@ var errNoPMDCycles = errors.New("pmd-stats-show: no PMD thread with cycle counts
 // which polls no DPDK queue, is left out) and returns processing over both
 // in percent.
 func parsePMDBusy(out string) (float64, error) {
-	var idle, proc int64
+	proc, total, err := parsePMDCycles(out)
+	if err != nil {
+		return 0, err
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("pmd-stats-show: no cycles counted in the window")
+	}
+	return 100 * float64(proc) / float64(total), nil
+}
+
+// parsePMDCycles returns the PMD threads' processing cycles and their
+// processing and idle cycles together.
+func parsePMDCycles(out string) (proc, total int64, err error) {
+	var idle int64
 	inPMD, seen := false, false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -213,10 +290,7 @@ func parsePMDBusy(out string) (float64, error) {
 		}
 	}
 	if !seen {
-		return 0, errNoPMDCycles
+		return 0, 0, errNoPMDCycles
 	}
-	if idle+proc == 0 {
-		return 0, fmt.Errorf("pmd-stats-show: no cycles counted in the window")
-	}
-	return 100 * float64(proc) / float64(idle+proc), nil
+	return proc, proc + idle, nil
 }

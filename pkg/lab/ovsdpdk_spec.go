@@ -26,6 +26,11 @@ type DPDKSpec struct {
 	// ring and in its transmit ring (DPDK's af_packet framecnt): the
 	// ports' queue size. 0 = DPDK's default (512).
 	RingFrames int `json:"ring_frames,omitempty"`
+	// MemoryMB, when set, runs DPDK without hugepages (--no-huge) in this
+	// much anonymous memory instead (the OVN presets' dpdk=on: two
+	// vswitchds, and no host setting changed for them); Hugepages is then
+	// 0.
+	MemoryMB int `json:"memory_mb,omitempty"`
 }
 
 const (

@@ -38,6 +38,8 @@ type pod struct {
 	node     int // 1-based; 0 = no node namespace
 	idx      int // index on its node
 	hostIf   string
+	// lsw is the OVN logical switch of a pod of an OVN topology.
+	lsw *ovnSubnet
 }
 
 // layout is the deterministic shape of a lab: every name and address,
@@ -47,6 +49,10 @@ type layout struct {
 	nodeNS    []string // index 0 = node1
 	hostLinks []string
 	ovsBr     []string
+	// daemonNS are namespaces that hold daemons but neither a node nor a
+	// pod (OVN's central databases and ovn-northd), each with its private
+	// run directory.
+	daemonNS []string
 	// nodeIPs are the nodes' endpoint addresses (node1 first), set where
 	// the lab has two nodes that are endpoints.
 	nodeIPs  []net.IP
@@ -70,6 +76,7 @@ func (lo *layout) endpoints() (server, client pod) {
 func (lo *layout) namespaces() []string {
 	var out []string
 	out = append(out, lo.nodeNS...)
+	out = append(out, lo.daemonNS...)
 	seen := map[string]bool{}
 	for _, p := range lo.pods {
 		if !seen[p.netns] {
@@ -96,7 +103,10 @@ func makeLayout(s *Spec, id string) *layout {
 	}
 	lo.podMTU = s.MTU
 	if lo.podMTU == 0 {
-		lo.podMTU = lo.underMTU - t.tunnel.overhead
+		lo.podMTU = lo.underMTU - t.tunnel.overhead - s.ovnMTUMargin()
+		if s.DPDK != nil {
+			lo.podMTU = min(lo.podMTU, dpdkMaxMTU)
+		}
 	}
 	for n := 1; n <= s.Nodes; n++ {
 		lo.nodeNS = append(lo.nodeNS, runid.Name(id, fmt.Sprintf("node%d", n)))
@@ -149,6 +159,34 @@ func ovsDPDKLayout(lo *layout, _ *Spec, id string) {
 		{endpoint: "server", netns: runid.Name(id, "server"), ip: net.IPv4(10, 15, 2, 3).To4(), prefix: 24, node: 1, idx: 1, hostIf: mustIf(id, "s")}}
 }
 
+// ovnLayout: two pods per node on Kube-OVN's default subnet, pod i of
+// node n at 10.16.n.(10+i)/16 — client (node1) and server (node2) cross
+// the nodes, pod1-1 is the client's neighbour on node1 (same node), pod2-1
+// the server's —, and with router=on a pod per node on subnet2 behind the
+// logical router (routed1, routed2 at 10.17.n.10). The nodes' underlay
+// addresses are on their physical bridges; central holds the databases.
+func ovnLayout(lo *layout, s *Spec, id string) {
+	for n := 1; n <= 2; n++ {
+		for i := 0; i < 2; i++ {
+			ep := fmt.Sprintf("pod%d-%d", n, i)
+			if i == 0 {
+				ep = map[int]string{1: "client", 2: "server"}[n]
+			}
+			lo.pods = append(lo.pods, pod{endpoint: ep, netns: runid.Name(id, ep), ip: net.IPv4(10, 16, byte(n), byte(10+i)).To4(),
+				prefix: 16, node: n, idx: i, hostIf: mustIf(id, fmt.Sprintf("h%d", i)), lsw: &ovnDefaultSubnet})
+		}
+	}
+	if s.OVN != nil && s.OVN.Router {
+		for n := 1; n <= 2; n++ {
+			ep := fmt.Sprintf("routed%d", n)
+			lo.pods = append(lo.pods, pod{endpoint: ep, netns: runid.Name(id, ep), ip: net.IPv4(10, 17, byte(n), 10).To4(),
+				prefix: 16, node: n, idx: 2, hostIf: mustIf(id, "h2"), lsw: &ovnSecondSubnet})
+		}
+	}
+	lo.nodeIPs = []net.IP{nodeIP(1), nodeIP(2)}
+	lo.daemonNS = []string{runid.Name(id, "central")}
+}
+
 // podGrid lays out pods_per_node pods on each node, pod i of node n at
 // 10.244.n.(10+i) with the prefix the spec's shape gives; the client is
 // node1's first pod, the server node2's first (or node1's second on one
@@ -197,7 +235,7 @@ func plan(s *Spec, id, name string) *Lab {
 		Endpoints: map[string]Endpoint{}, Namespaces: lo.namespaces(),
 		HostLinks: lo.hostLinks, OVSBridges: lo.ovsBr, Pods: len(lo.pods)}
 	if t.privateOVS == yes {
-		for _, ns := range lo.nodeNS {
+		for _, ns := range append(lo.nodeNS, lo.daemonNS...) {
 			l.PrivateOVS = append(l.PrivateOVS, filepath.Join(privOVSRoot, ns))
 		}
 	}

@@ -23,7 +23,14 @@ func TestPrivProbeAgreesWithLab(t *testing.T) {
 	for _, c := range r.Capabilities {
 		has[c.ID] = c.Supported
 	}
-	for preset, capID := range map[string]string{TopoVXLAN: "vxlan", TopoGeneve: "geneve", TopoIPIP: "ipip", TopoOVSNetdev: "ovs-userspace"} {
+	// OVN needs both of its halves: the preset's capability is their
+	// conjunction.
+	if c, h := has["ovn-central"], has["ovn-host"]; c != nil && h != nil {
+		both := *c && *h
+		has["ovn"] = &both
+	}
+	for preset, capID := range map[string]string{TopoVXLAN: "vxlan", TopoGeneve: "geneve", TopoIPIP: "ipip", TopoOVSNetdev: "ovs-userspace",
+		TopoOVNOverlay: "ovn", TopoOVNUnderlay: "ovn"} {
 		t.Run(preset, func(t *testing.T) {
 			ok := has[capID]
 			if ok == nil {

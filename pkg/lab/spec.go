@@ -47,8 +47,11 @@ type Spec struct {
 	// lab's ports (ovs-netdev), what other_config:userspace-sock-buf-size
 	// sets on OVS builds that have it.
 	OVSSockBuf int64 `json:"ovs_sock_buf,omitempty"`
-	// DPDK is the ovs-dpdk preset's switch settings (ovsdpdk_spec.go).
+	// DPDK is the ovs-dpdk preset's switch settings (ovsdpdk_spec.go),
+	// and the OVN presets' with dpdk=on.
 	DPDK *DPDKSpec `json:"dpdk,omitempty"`
+	// OVN is the ovn-* presets' logical network (ovn_spec.go).
+	OVN *OVNSpec `json:"ovn,omitempty"`
 
 	// given records each knob's text as given, for Knobs(); active, the
 	// knobs set to something other than off (for the knobs that need

@@ -69,9 +69,20 @@ func TestSetRefuses(t *testing.T) {
 		{"ovs-dpdk", "userspace_tso", "on or off", []string{"maybe"}},
 		{"ovs-dpdk", "hugepages", "64..8192", []string{"10"}},
 		{"ovs-dpdk", "ring_frames", "power of two 64..8192", []string{"32", "1000", "16384"}},
-		{"ovs-netdev", "pmd_sleep", "only the ovs-dpdk topology", []string{"50"}},
+		{"ovs-netdev", "pmd_sleep", "needs an OVS-DPDK switch; the ovs-netdev topology does not take it (allowed on ovs-dpdk, ovn-overlay, ovn-underlay)", []string{"50"}},
 		{"veth", "hugepages", "only the ovs-dpdk topology", []string{"256"}},
-		{"ovs-netdev", "ring_frames", "only the ovs-dpdk topology", []string{"512"}},
+		{"ovn-overlay", "hugepages", "only the ovs-dpdk topology", []string{"256"}},
+		{"ovs-netdev", "ring_frames", "needs an OVS-DPDK switch", []string{"512"}},
+		// the OVN presets' knobs (ovn_spec.go)
+		{"ovn-overlay", "pmd_sleep", "needs dpdk=on", []string{"0", "50"}},
+		{"ovn-underlay", "ring_frames", "needs dpdk=on", []string{"1024"}},
+		{"ovn-overlay", "tunnel", "stt is gone from Open vSwitch", []string{"stt"}},
+		{"ovn-overlay", "tunnel", "geneve or vxlan", []string{"gre", ""}},
+		{"ovn-underlay", "tunnel", "only the ovn-overlay topology takes it", []string{"vxlan"}},
+		{"vxlan", "router", "needs a real OVN topology", []string{"on"}},
+		{"ovn-overlay", "skip_conntrack", "IPv4 CIDRs", []string{"10.16.0.0/33", "x"}},
+		{"ovn-overlay", "mtu", "at most 1442 on ovn-overlay with tunnel=geneve", []string{"1443", "1500"}},
+		{"native", "dpdk", "needs a real OVN topology", []string{"on"}},
 	} {
 		for _, v := range c.values {
 			_, err := Resolve(c.topo, "", map[string]string{c.k: v})

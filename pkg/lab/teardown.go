@@ -24,8 +24,8 @@ func (l *Lab) teardown(ctx context.Context) error {
 	var errs []error
 	// Private OVS daemons first: a process inside a namespace would keep
 	// it (and its links) alive after the bind mount is gone.
-	for _, d := range l.PrivateOVS {
-		if err := stopPrivOVS(d); err != nil {
+	if len(l.PrivateOVS) > 0 {
+		if err := stopPrivOVS(l.PrivateOVS...); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -187,6 +187,18 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 					errs = append(errs, err)
 				} else {
 					removed = append(removed, "ovs instance "+e.Name())
+				}
+			}
+		}
+	}
+	// DPDK runtime directories whose lab directory is already gone.
+	if ents, err := os.ReadDir(dpdkRunDir); err == nil {
+		for _, e := range ents {
+			if ours(e.Name()) {
+				if err := os.RemoveAll(filepath.Join(dpdkRunDir, e.Name())); err != nil {
+					errs = append(errs, err)
+				} else {
+					removed = append(removed, "dpdk runtime directory "+e.Name())
 				}
 			}
 		}

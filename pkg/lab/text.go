@@ -84,6 +84,9 @@ func (l *Lab) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "  built in %s", l.UpTime)
 	}
 	fmt.Fprintln(w)
+	if err := l.Health(); err != nil {
+		fmt.Fprintf(w, "BROKEN: %v (take it down with `cnibench lab down %s`)\n", err, l.Name)
+	}
 	if l.PodMTU > 0 {
 		fmt.Fprintf(w, "pod MTU %d\n", l.PodMTU)
 	}

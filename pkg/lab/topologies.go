@@ -29,6 +29,8 @@ const (
 	TopoOVSNetdev       = "ovs-netdev"
 	TopoOVSNetdevGeneve = "ovs-netdev-geneve"
 	TopoOVSDPDK         = "ovs-dpdk"
+	TopoOVNOverlay      = "ovn-overlay"
+	TopoOVNUnderlay     = "ovn-underlay"
 )
 
 // yesNo is a yes/no fact of a topology. Its zero value is no answer at
@@ -108,13 +110,18 @@ type topology struct {
 	// dpdk: the switch is OVS-DPDK, with its settings (ovsdpdk_spec.go)
 	// and knobs.
 	dpdk yesNo
+	// ovn: real OVN programs the nodes' switches (ovn.go): Services,
+	// NetworkPolicies and skipped conntrack are written into its
+	// northbound database as Kube-OVN writes them, and its switches can
+	// run on DPDK (the dpdk knob).
+	ovn yesNo
 	// fastpath says where the eBPF fast path attaches on the nodes
 	// (fastpath.go), or noFastpath.
 	fastpath *fastpathHook
 	// changesHost: the lab affects the whole host while it is up, so an
 	// experiment builds it only for its own steps.
 	changesHost yesNo
-	// meter measures the userspace datapath daemon's CPU during a step
+	// meter measures the userspace datapath daemons' CPU during a step
 	// (ovsdpdk_meter.go); notMetered where no daemon is measured (the
 	// kernel datapaths have none).
 	meter func(l *Lab) *DatapathMeter
@@ -127,21 +134,21 @@ var topologies = []*topology{
 		shape: shape{nodes: 0, pods: 2}, nodesKnob: no, podsKnob: no,
 		routed: no, loopback: yes, services: no, netfilter: yes, podMTU: anyMTU,
 		tunnel: noTunnel, probe: probeNothing, layout: loopbackLayout, build: (*builder).buildLoopback,
-		privateOVS: no, hostOVS: no, dpdk: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
+		privateOVS: no, hostOVS: no, dpdk: no, ovn: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
 	},
 	{
 		name: TopoVeth, help: "two pod namespaces joined by one veth pair",
 		shape: shape{nodes: 0, pods: 2}, nodesKnob: no, podsKnob: no,
 		routed: no, loopback: no, services: yes, netfilter: yes, podMTU: anyMTU,
 		tunnel: noTunnel, probe: probeNothing, layout: vethLayout, build: (*builder).buildVeth,
-		privateOVS: no, hostOVS: no, dpdk: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
+		privateOVS: no, hostOVS: no, dpdk: no, ovn: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
 	},
 	{
 		name: TopoBridge, help: "pods on a Linux bridge in a node namespace (L2 / underlay mode)",
 		shape: shape{nodes: 1, pods: 2}, nodesKnob: yes, podsKnob: yes,
 		routed: no, loopback: no, services: yes, netfilter: yes, podMTU: anyMTU,
 		tunnel: noTunnel, probe: probeNothing, layout: podGrid(bridgePrefix, true, bridgeNodeIP), build: (*builder).buildBridge,
-		privateOVS: no, hostOVS: no, dpdk: no, fastpath: switchedFastpath, changesHost: no, meter: notMetered,
+		privateOVS: no, hostOVS: no, dpdk: no, ovn: no, fastpath: switchedFastpath, changesHost: no, meter: notMetered,
 	},
 	{
 		name: TopoMacvlan, help: "pods on macvlan (bridge mode) sub-interfaces of a node's link",
@@ -149,7 +156,7 @@ var topologies = []*topology{
 		routed: no, loopback: no, services: yes, netfilter: yes, podMTU: anyMTU,
 		// The pods' eth0 are macvlan devices: no host-side veth end.
 		tunnel: noTunnel, probe: probeNothing, layout: podGrid(prefixOf(24), false, nil), build: (*builder).buildMacvlan,
-		privateOVS: no, hostOVS: no, dpdk: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
+		privateOVS: no, hostOVS: no, dpdk: no, ovn: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
 	},
 	routedTopology(TopoNative, "two nodes on an underlay link, pods routed by /32 routes, no encapsulation",
 		noTunnel, probeNothing, routedFastpath),
@@ -166,16 +173,14 @@ var topologies = []*topology{
 		shape: shape{nodes: 0, pods: 2}, nodesKnob: no, podsKnob: no,
 		routed: no, loopback: no, services: yes, netfilter: yes, podMTU: anyMTU,
 		tunnel: noTunnel, probe: probeOVSTools, layout: ovsNetdevLayout, build: (*builder).buildOVSNetdev,
-		privateOVS: no, hostOVS: yes, dpdk: no, fastpath: noFastpath, changesHost: no, meter: hostVswitchdMeter,
+		privateOVS: no, hostOVS: yes, dpdk: no, ovn: no, fastpath: noFastpath, changesHost: no, meter: hostVswitchdMeter,
 	},
 	{
 		name: TopoOVSNetdevGeneve, help: "two OVS netdev bridges as two nodes with a userspace GENEVE tunnel",
 		shape: shape{nodes: 2, pods: 1}, nodesKnob: no, podsKnob: no,
 		routed: no, loopback: no, services: no, netfilter: yes, podMTU: anyMTU,
-		// A DatapathMeter reads one daemon; this lab runs two (one per
-		// node), so none is metered.
 		tunnel: ovsGeneveTunnel, probe: probeOVSTools, layout: ovsGeneveLayout, build: (*builder).buildOVSNetdevGeneve,
-		privateOVS: yes, hostOVS: no, dpdk: no, fastpath: noFastpath, changesHost: no, meter: notMetered,
+		privateOVS: yes, hostOVS: no, dpdk: no, ovn: no, fastpath: noFastpath, changesHost: no, meter: privateVswitchdMeter,
 	},
 	{
 		name: TopoOVSDPDK, help: "two pods on a private OVS-DPDK bridge (PMD threads, af_packet ports; needs openvswitch-switch-dpdk)",
@@ -186,8 +191,29 @@ var topologies = []*topology{
 		tunnel: noTunnel, probe: probeOVSDPDK, layout: ovsDPDKLayout, build: (*builder).buildOVSDPDK,
 		// Its PMD spins a whole CPU (without pmd_sleep): every other lab
 		// measured meanwhile would feel it, hugepages held or not.
-		privateOVS: yes, hostOVS: no, dpdk: yes, fastpath: noFastpath, changesHost: yes, meter: privateVswitchdMeter,
+		privateOVS: yes, hostOVS: no, dpdk: yes, ovn: no, fastpath: noFastpath, changesHost: yes, meter: privateVswitchdMeter,
 	},
+	ovnTopology(TopoOVNOverlay, "real OVN (Kube-OVN's shape): two nodes, one logical switch, a userspace GENEVE (or VXLAN) tunnel; needs ovn-central ovn-host",
+		ovnOverlayTunnel),
+	ovnTopology(TopoOVNUnderlay, "real OVN: the same switch bridged to the node network through a localnet port, routed by the logical gateway; needs ovn-central ovn-host",
+		noTunnel),
+}
+
+// ovnTopology is the row of a real-OVN preset: two nodes, each with its
+// own ovsdb-server, ovs-vswitchd (userspace datapath) and ovn-controller,
+// and a central namespace with the northbound and southbound databases
+// and ovn-northd; two pods per node on Kube-OVN's default subnet.
+func ovnTopology(name, help string, tun *tunnel) *topology {
+	return &topology{
+		name: name, help: help,
+		shape: shape{nodes: 2, pods: 2}, nodesKnob: no, podsKnob: no,
+		// Pod traffic never meets a node's netfilter: OVN's logical
+		// pipelines (conntrack in the userspace datapath) are the path.
+		routed: no, loopback: no, services: yes, netfilter: no, podMTU: anyMTU,
+		tunnel: tun, probe: probeOVN, layout: ovnLayout, build: (*builder).buildOVN,
+		// With dpdk=on its PMDs spin (Lab.ChangesHost says so from the spec).
+		privateOVS: yes, hostOVS: no, dpdk: no, ovn: yes, fastpath: noFastpath, changesHost: no, meter: privateVswitchdMeter,
+	}
 }
 
 // routedTopology is the row of a topology whose two nodes route their
@@ -200,7 +226,7 @@ func routedTopology(name, help string, tun *tunnel, probe func(context.Context, 
 		shape: shape{nodes: 2, pods: 1}, nodesKnob: no, podsKnob: yes,
 		routed: yes, loopback: no, services: yes, netfilter: yes, podMTU: anyMTU,
 		tunnel: tun, probe: probe, layout: podGrid(prefixOf(32), true, nodeIP), build: (*builder).buildRouted,
-		privateOVS: no, hostOVS: no, dpdk: no, fastpath: fp, changesHost: no, meter: notMetered,
+		privateOVS: no, hostOVS: no, dpdk: no, ovn: no, fastpath: fp, changesHost: no, meter: notMetered,
 	}
 }
 
@@ -247,6 +273,12 @@ func (t *topology) defaults() *Spec {
 	s := &Spec{Topology: t.name, Nodes: t.shape.nodes, PodsPerNode: t.shape.pods}
 	if t.dpdk == yes {
 		s.DPDK = defaultDPDK()
+	}
+	if t.ovn == yes {
+		s.OVN = &OVNSpec{}
+		if t.tunnel != noTunnel {
+			s.OVN.Tunnel = "geneve" // Kube-OVN's default network type
+		}
 	}
 	return s
 }

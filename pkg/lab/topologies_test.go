@@ -92,7 +92,7 @@ func TestEveryPresetFromItsRow(t *testing.T) {
 		if len(lo.nodeNS) != row.shape.nodes || len(l.Namespaces) != len(lo.namespaces()) || l.Pods != row.shape.pods*max(1, row.shape.nodes) {
 			t.Errorf("%s: %d node namespaces, %d namespaces, %d pods", row.name, len(lo.nodeNS), len(l.Namespaces), l.Pods)
 		}
-		if want := 1500 - row.tunnel.overhead; lo.podMTU != want {
+		if want := 1500 - row.tunnel.overhead - s.ovnMTUMargin(); lo.podMTU != want {
 			t.Errorf("%s: pod MTU %d, want %d", row.name, lo.podMTU, want)
 		}
 		if (l.PodMTU == 0) != (row.loopback == yes) {

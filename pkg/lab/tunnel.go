@@ -57,6 +57,10 @@ var (
 	// ovsGeneveTunnel: a GENEVE port of the nodes' userspace Open
 	// vSwitch (ovs.go), not a kernel device.
 	ovsGeneveTunnel = &tunnel{name: "geneve (Open vSwitch port)", overhead: tunnelBytes}
+	// ovnOverlayTunnel: the tunnel ports ovn-controller makes between
+	// chassis; its type and the pods' MTU margin come from the tunnel
+	// knob (ovn_spec.go), so the row's own overhead is none.
+	ovnOverlayTunnel = &tunnel{name: "geneve or vxlan (OVN chassis tunnel)"}
 )
 
 func vxlanDevice(la netlink.LinkAttrs, n int, ul netlink.Link) netlink.Link {

@@ -9,6 +9,10 @@ import (
 // ErrNoBridge is matched by AddPort's error when its bridge does not exist.
 var ErrNoBridge = errors.New("no such bridge")
 
+// ErrInitialized is matched by Configure's error on a database that
+// already has its Open_vSwitch row.
+var ErrInitialized = errors.New("database already initialized")
+
 // ErrNotInitialized is matched by AddBridge's error on a database without
 // its Open_vSwitch row: Init (ovs-vsctl init) was not run.
 var ErrNotInitialized = errors.New("database not initialized")
@@ -31,6 +35,9 @@ type Port struct {
 	Options map[string]string
 	// MTURequest, when positive, asks for the interface's MTU.
 	MTURequest int
+	// ExternalIDs are the interface's (iface-id: the OVN logical port an
+	// ovn-controller binds it to).
+	ExternalIDs map[string]string
 }
 
 // Bridges lists the bridges by name (`ovs-vsctl list-br`, with each
@@ -68,7 +75,7 @@ func (c Client) Ports() ([]string, error) {
 // add-br name -- set bridge name datapath_type=…`). A bridge of that name
 // already there is an error (the Bridge table's name index).
 func (c Client) AddBridge(name, datapathType string) error {
-	br := map[string]any{"name": name, "ports": namedUUID("port")}
+	br := map[string]any{"name": name, "ports": NamedUUID("port")}
 	if datapathType != "" {
 		br["datapath_type"] = datapathType
 	}
@@ -78,10 +85,10 @@ func (c Client) AddBridge(name, datapathType string) error {
 		op{"op": "wait", "timeout": 0, "table": "Open_vSwitch", "where": all, "columns": []string{"_uuid"},
 			"until": "!=", "rows": []any{}},
 		op{"op": "insert", "table": "Interface", "uuid-name": "iface", "row": map[string]any{"name": name, "type": "internal"}},
-		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": name, "interfaces": namedUUID("iface")}},
+		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": name, "interfaces": NamedUUID("iface")}},
 		op{"op": "insert", "table": "Bridge", "uuid-name": "br", "row": br},
 		op{"op": "mutate", "table": "Open_vSwitch", "where": all,
-			"mutations": []any{[]any{"bridges", "insert", setValue(namedUUID("br"))}}},
+			"mutations": []any{[]any{"bridges", "insert", Set(NamedUUID("br"))}}},
 	)
 	if waitFailed(err) {
 		err = ErrNotInitialized
@@ -102,7 +109,7 @@ func (c Client) DelBridge(name string) error {
 	// Ports and interfaces are not root rows: the server deletes them with
 	// the last reference to them.
 	_, err = c.transact(op{"op": "mutate", "table": "Open_vSwitch", "where": all,
-		"mutations": []any{[]any{"bridges", "delete", setValue(uuidValue(id))}}})
+		"mutations": []any{[]any{"bridges", "delete", Set(UUID(id))}}})
 	if err != nil {
 		return fmt.Errorf("delete bridge %s: %w", name, err)
 	}
@@ -112,25 +119,15 @@ func (c Client) DelBridge(name string) error {
 // AddPort adds p to bridge in one transaction (`ovs-vsctl add-port bridge
 // name -- set interface name type=… options:…=… mtu_request=…`).
 func (c Client) AddPort(bridge string, p Port) error {
-	iface := map[string]any{"name": p.Name}
-	if p.Type != "" {
-		iface["type"] = p.Type
-	}
-	if len(p.Options) > 0 {
-		iface["options"] = mapValue(p.Options)
-	}
-	if p.MTURequest > 0 {
-		iface["mtu_request"] = p.MTURequest
-	}
-	_, err := c.transact(
+	ops := []op{
 		// Without its bridge the port would be garbage-collected silently.
-		op{"op": "wait", "timeout": 0, "table": "Bridge", "where": named(bridge), "columns": []string{"name"},
+		{"op": "wait", "timeout": 0, "table": "Bridge", "where": named(bridge), "columns": []string{"name"},
 			"until": "==", "rows": []any{map[string]any{"name": bridge}}},
-		op{"op": "insert", "table": "Interface", "uuid-name": "iface", "row": iface},
-		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": p.Name, "interfaces": namedUUID("iface")}},
-		op{"op": "mutate", "table": "Bridge", "where": named(bridge),
-			"mutations": []any{[]any{"ports", "insert", setValue(namedUUID("port"))}}},
-	)
+	}
+	ops = append(ops, p.insert("port")...)
+	ops = append(ops, op{"op": "mutate", "table": "Bridge", "where": named(bridge),
+		"mutations": []any{[]any{"ports", "insert", Set(NamedUUID("port"))}}})
+	_, err := c.transact(ops...)
 	if waitFailed(err) {
 		err = fmt.Errorf("%w %s", ErrNoBridge, bridge)
 	}
@@ -148,8 +145,8 @@ func (c Client) DelPort(name string) error {
 	if err != nil || id == "" {
 		return err
 	}
-	_, err = c.transact(op{"op": "mutate", "table": "Bridge", "where": []any{[]any{"ports", "includes", uuidValue(id)}},
-		"mutations": []any{[]any{"ports", "delete", setValue(uuidValue(id))}}})
+	_, err = c.transact(op{"op": "mutate", "table": "Bridge", "where": []any{[]any{"ports", "includes", UUID(id)}},
+		"mutations": []any{[]any{"ports", "delete", Set(UUID(id))}}})
 	if err != nil {
 		return fmt.Errorf("delete port %s: %w", name, err)
 	}
@@ -175,4 +172,100 @@ func (c Client) uuidOf(table, name string) (string, error) {
 func waitFailed(err error) bool {
 	var oe *OpError
 	return errors.As(err, &oe) && oe.Err == "timed out"
+}
+
+// insert is the port's Interface and Port rows, the Port named uuidName
+// for the rest of the transaction.
+func (p Port) insert(uuidName string) []op {
+	iface := map[string]any{"name": p.Name}
+	if p.Type != "" {
+		iface["type"] = p.Type
+	}
+	if len(p.Options) > 0 {
+		iface["options"] = Map(p.Options)
+	}
+	if p.MTURequest > 0 {
+		iface["mtu_request"] = p.MTURequest
+	}
+	if len(p.ExternalIDs) > 0 {
+		iface["external_ids"] = Map(p.ExternalIDs)
+	}
+	return []op{
+		{"op": "insert", "table": "Interface", "uuid-name": uuidName + "_if", "row": iface},
+		{"op": "insert", "table": "Port", "uuid-name": uuidName, "row": map[string]any{"name": p.Name, "interfaces": NamedUUID(uuidName + "_if")}},
+	}
+}
+
+// Config is a whole switch: the Open_vSwitch row's maps and every bridge
+// with its ports.
+type Config struct {
+	ExternalIDs map[string]string
+	OtherConfig map[string]string
+	Bridges     []BridgeConfig
+}
+
+// BridgeConfig is one bridge of a Config, with its internal port of the
+// same name (as add-br makes it) and Ports.
+type BridgeConfig struct {
+	Name string
+	// DatapathType is "netdev" for the userspace datapath, "" the kernel's.
+	DatapathType string
+	// FailMode is "secure" for a bridge only its controller programs
+	// (OVN's integration bridge), "" OVS's default (standalone).
+	FailMode    string
+	OtherConfig map[string]string
+	Ports       []Port
+}
+
+// Configure writes cfg into a new database in one transaction, as one
+// `ovs-vsctl --no-wait init -- set Open_vSwitch . … -- add-br … -- add-port
+// …` would: written before ovs-vswitchd starts, the daemon builds every
+// bridge and port in its first pass instead of reconfiguring once per
+// change. A database that already has its Open_vSwitch row is refused
+// (ErrInitialized): this is for a switch that does not exist yet.
+func (c Client) Configure(cfg Config) error {
+	var ops []op
+	// The table holds at most one row: on an initialised database the
+	// insert below fails, and this wait says why first.
+	ops = append(ops, op{"op": "wait", "timeout": 0, "table": "Open_vSwitch", "where": all, "columns": []string{"_uuid"},
+		"until": "==", "rows": []any{}})
+	var brRefs []any
+	for i, br := range cfg.Bridges {
+		name := fmt.Sprintf("br%d", i)
+		var portRefs []any
+		internal := Port{Name: br.Name, Type: "internal"}
+		for j, p := range append([]Port{internal}, br.Ports...) {
+			pn := fmt.Sprintf("%s_p%d", name, j)
+			ops = append(ops, p.insert(pn)...)
+			portRefs = append(portRefs, NamedUUID(pn))
+		}
+		row := map[string]any{"name": br.Name, "ports": Set(portRefs...)}
+		if br.DatapathType != "" {
+			row["datapath_type"] = br.DatapathType
+		}
+		if br.FailMode != "" {
+			row["fail_mode"] = br.FailMode
+		}
+		if len(br.OtherConfig) > 0 {
+			row["other_config"] = Map(br.OtherConfig)
+		}
+		ops = append(ops, op{"op": "insert", "table": "Bridge", "uuid-name": name, "row": row})
+		brRefs = append(brRefs, NamedUUID(name))
+	}
+	sw := map[string]any{"bridges": Set(brRefs...)}
+	if len(cfg.ExternalIDs) > 0 {
+		sw["external_ids"] = Map(cfg.ExternalIDs)
+	}
+	if len(cfg.OtherConfig) > 0 {
+		sw["other_config"] = Map(cfg.OtherConfig)
+	}
+	ops = append(ops, op{"op": "insert", "table": "Open_vSwitch", "row": sw})
+	_, err := c.transact(ops...)
+	if waitFailed(err) {
+		err = ErrInitialized
+	}
+	if err != nil {
+		return fmt.Errorf("configure switch: %w", err)
+	}
+	return nil
 }

@@ -1,24 +1,27 @@
-// Package ovsdb reads and writes Open vSwitch's configuration database
-// over ovsdb-server's JSON-RPC socket (RFC 7047), typed, instead of running
-// ovs-vsctl and parsing its text. It holds only what cnibench needs: the
-// Open_vSwitch row's other_config and external_ids, and bridges and ports
-// added, listed and deleted the way ovs-vsctl's add-br, add-port, del-br and
-// del-port do.
+// Package ovsdb speaks to ovsdb-server over its JSON-RPC socket (RFC 7047)
+// instead of running ovs-vsctl, ovn-nbctl or ovn-sbctl and parsing their
+// text. DB is any database of a server — Open vSwitch's, OVN's northbound
+// and southbound — with one transaction per call (Transact), reads
+// (Select) and waits the server itself blocks on (WaitFor, Sync). Client is
+// the typed part for the Open_vSwitch database: the Open_vSwitch row's
+// other_config and external_ids, bridges and ports added, listed and
+// deleted the way ovs-vsctl's add-br, add-port, del-br and del-port do, and
+// a whole new switch written in one transaction (Configure).
 //
-// Every call is one connection and one transaction: a handful of reads and
-// writes does not need a long-lived, monitored client.
+// Every call is one connection: a lab's handful of writes and waits does
+// not need a long-lived, monitored client, and a wait is a transaction the
+// server holds until its condition is true (RFC 7047 §5.2.6), so nothing
+// polls.
 package ovsdb
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"time"
 )
 
-// Database is the schema every call addresses.
+// Database is the schema Client addresses.
 const Database = "Open_vSwitch"
 
 // DefaultSocket is the host's ovsdb-server socket, as Debian's
@@ -26,90 +29,54 @@ const Database = "Open_vSwitch"
 const DefaultSocket = "/var/run/openvswitch/db.sock"
 
 // ErrNotRunning is matched by the error of any call when there is no
-// socket: Open vSwitch is not running (or not installed).
+// socket: the server is not running (or not installed).
 var ErrNotRunning = errors.New("Open vSwitch is not running")
 
-// Client is one ovsdb-server, by its unix socket.
+// Client is one ovsdb-server's Open_vSwitch database, by its unix socket.
 type Client struct{ Socket string }
 
-// OpError is an operation the server refused: a constraint, a missing row,
-// a schema mismatch; Err and Details are its words (RFC 7047 §4.1.3).
-type OpError struct{ Err, Details string }
-
-func (e *OpError) Error() string { return fmt.Sprintf("ovsdb: %s: %s", e.Err, e.Details) }
-
 // op is one operation of a transaction, as the RFC spells it.
-type op map[string]any
+type op = Op
+
+// db is the Open_vSwitch database of the client's server.
+func (c Client) db() DB { return DB{Socket: c.Socket, Name: Database} }
 
 // transact runs ops as one transaction and returns each one's result.
 func (c Client) transact(ops ...op) ([]json.RawMessage, error) {
-	if _, err := os.Stat(c.Socket); err != nil {
-		return nil, fmt.Errorf("%w (no ovsdb socket %s)", ErrNotRunning, c.Socket)
-	}
-	conn, err := net.DialTimeout("unix", c.Socket, 2*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("connect ovsdb %s: %w", c.Socket, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	params := []any{Database}
-	for _, o := range ops {
-		params = append(params, o)
-	}
-	req := map[string]any{"method": "transact", "params": params, "id": 1}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return nil, fmt.Errorf("ovsdb request: %w", err)
-	}
-	dec := json.NewDecoder(conn)
-	for {
-		var resp struct {
-			ID     any               `json:"id"`
-			Method string            `json:"method"`
-			Result []json.RawMessage `json:"result"`
-			Error  any               `json:"error"`
-		}
-		if err := dec.Decode(&resp); err != nil {
-			return nil, fmt.Errorf("ovsdb reply: %w", err)
-		}
-		if resp.Method != "" {
-			continue // a notification or echo meant for long-lived clients
-		}
-		if resp.Error != nil {
-			return nil, fmt.Errorf("ovsdb: %v", resp.Error)
-		}
-		for _, r := range resp.Result {
-			var opErr struct {
-				Error   string `json:"error"`
-				Details string `json:"details"`
-			}
-			if json.Unmarshal(r, &opErr) == nil && opErr.Error != "" {
-				return nil, &OpError{opErr.Error, opErr.Details}
-			}
-		}
-		if len(resp.Result) < len(ops) {
-			return nil, errors.New("ovsdb: empty reply")
-		}
-		return resp.Result, nil
-	}
+	return c.db().Transact(context.Background(), ops...)
 }
 
 // sel returns the rows of table that match where, with the given columns.
 func (c Client) sel(table string, where []any, cols ...string) ([]map[string]json.RawMessage, error) {
-	res, err := c.transact(op{"op": "select", "table": table, "where": where, "columns": cols})
+	rows, err := c.db().Select(context.Background(), table, where, cols...)
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
-		Rows []map[string]json.RawMessage `json:"rows"`
+	out := make([]map[string]json.RawMessage, len(rows))
+	for i, r := range rows {
+		out[i] = r
 	}
-	if err := json.Unmarshal(res[0], &r); err != nil {
-		return nil, fmt.Errorf("ovsdb select %s: %w", table, err)
-	}
-	return r.Rows, nil
+	return out, nil
 }
 
 // all is the condition that every row matches.
 var all = []any{}
 
 // named is the condition on a table's name column.
-func named(name string) []any { return []any{[]any{"name", "==", name}} }
+func named(name string) []any { return []any{Cond("name", "==", name)} }
+
+// OpError is an operation the server refused: a constraint, a missing row,
+// a schema mismatch, a wait that timed out; Err and Details are its words
+// (RFC 7047 §4.1.3), Index the operation's place in its transaction (-1
+// for the commit itself).
+type OpError struct {
+	Err, Details string
+	Index        int
+}
+
+func (e *OpError) Error() string {
+	if e.Details == "" {
+		return "ovsdb: " + e.Err
+	}
+	return fmt.Sprintf("ovsdb: %s: %s", e.Err, e.Details)
+}

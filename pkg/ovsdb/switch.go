@@ -46,7 +46,7 @@ func (c Client) SetOtherConfig(kv map[string]string) error {
 // is not there is fine (`ovs-vsctl remove Open_vSwitch . other_config k`).
 func (c Client) RemoveOtherConfig(keys ...string) error {
 	_, err := c.transact(op{"op": "mutate", "table": "Open_vSwitch", "where": all,
-		"mutations": []any{[]any{"other_config", "delete", setValue(keys...)}}})
+		"mutations": []any{[]any{"other_config", "delete", Set(keys...)}}})
 	return err
 }
 
@@ -61,8 +61,8 @@ func (c Client) SetExternalIDs(kv map[string]string) error {
 func (c Client) setKeys(column string, kv map[string]string) error {
 	keys := slices.Sorted(maps.Keys(kv))
 	_, err := c.transact(op{"op": "mutate", "table": "Open_vSwitch", "where": all, "mutations": []any{
-		[]any{column, "delete", setValue(keys...)},
-		[]any{column, "insert", mapValue(kv)},
+		[]any{column, "delete", Set(keys...)},
+		[]any{column, "insert", Map(kv)},
 	}})
 	return err
 }

@@ -12,9 +12,9 @@ import (
 // reference ["uuid", "…"], or ["named-uuid", "…"] for a row inserted by the
 // same transaction.
 
-// mapValue is kv in OVSDB notation, keys sorted so a request is the same
-// for the same map.
-func mapValue(kv map[string]string) []any {
+// Map is kv in OVSDB notation, keys sorted so a request is the same for
+// the same map.
+func Map(kv map[string]string) []any {
 	pairs := []any{}
 	for _, k := range slices.Sorted(maps.Keys(kv)) {
 		pairs = append(pairs, []any{k, kv[k]})
@@ -22,8 +22,8 @@ func mapValue(kv map[string]string) []any {
 	return []any{"map", pairs}
 }
 
-// setValue is a set of atoms in OVSDB notation.
-func setValue[T any](atoms ...T) []any {
+// Set is a set of atoms in OVSDB notation.
+func Set[T any](atoms ...T) []any {
 	s := []any{}
 	for _, a := range atoms {
 		s = append(s, a)
@@ -31,10 +31,12 @@ func setValue[T any](atoms ...T) []any {
 	return []any{"set", s}
 }
 
-func uuidValue(id string) []any { return []any{"uuid", id} }
+// UUID refers to the row whose _uuid is id.
+func UUID(id string) []any { return []any{"uuid", id} }
 
-// namedUUID refers to the row an insert of the same transaction names.
-func namedUUID(name string) []any { return []any{"named-uuid", name} }
+// NamedUUID refers to the row an insert of the same transaction names
+// ("uuid-name").
+func NamedUUID(name string) []any { return []any{"named-uuid", name} }
 
 // strMap decodes an OVSDB map of strings.
 func strMap(raw json.RawMessage) (map[string]string, error) {

@@ -53,6 +53,15 @@ func checks() []check {
 		{id: "ovs-dpdk", title: "Open vSwitch with DPDK (Debian openvswitch-switch-dpdk)", run: func(context.Context, string) (*bool, string, string) {
 			return fileCheck("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk", "apt-get install openvswitch-switch-dpdk")
 		}},
+		// The lab's ovn-overlay and ovn-underlay presets run both halves of
+		// OVN privately (pkg/lab/ovn.go).
+		{id: "ovn-central", title: "OVN central: ovn-northd and the NB/SB schemas (Debian ovn-central)", run: func(context.Context, string) (*bool, string, string) {
+			return installed("apt-get install ovn-central ovn-host", []string{"ovn-northd", "ovn-nbctl", "ovsdb-server"},
+				"/usr/share/ovn/ovn-nb.ovsschema", "/usr/share/ovn/ovn-sb.ovsschema")
+		}},
+		{id: "ovn-host", title: "OVN chassis: ovn-controller (Debian ovn-host)", run: func(context.Context, string) (*bool, string, string) {
+			return installed("apt-get install ovn-central ovn-host", []string{"ovn-controller", "ovs-vswitchd"})
+		}},
 		{id: "vduse", title: "VDUSE (vDPA devices in userspace)", run: func(context.Context, string) (*bool, string, string) {
 			if ok, how, d := fileCheck("/dev/vduse/control", ""); ok != nil && *ok {
 				return ok, how, d

@@ -210,6 +210,34 @@ func fileCheck(path, what string) (*bool, string, string) {
 	}
 }
 
+// installed is binCheck and fileCheck of a package's programs and files,
+// with the command that installs it when something is missing.
+func installed(install string, bins []string, files ...string) (*bool, string, string) {
+	ok, how, detail := binCheck(bins...)
+	var missing []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		}
+	}
+	if len(files) > 0 {
+		how += "; looked for " + strings.Join(files, ", ")
+	}
+	if len(missing) > 0 {
+		ok = no()
+		if detail != "" {
+			detail += ", "
+		} else {
+			detail = "missing: "
+		}
+		detail += strings.Join(missing, ", ")
+	}
+	if ok != nil && !*ok {
+		detail += " (" + install + ")"
+	}
+	return ok, how, detail
+}
+
 func binCheck(bins ...string) (*bool, string, string) {
 	var missing []string
 	for _, b := range bins {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -79,5 +80,23 @@ func TestWriteText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in\n%s", want, b.String())
 		}
+	}
+}
+
+// A package's row says what is missing and the command that installs it.
+func TestInstalledNamesWhatIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	ok, how, detail := installed("apt-get install ovn-central ovn-host", []string{"ovn-northd"}, "/nonexistent/ovn-nb.ovsschema")
+	if ok == nil || *ok || !strings.Contains(how, "ovn-northd") ||
+		detail != "missing: ovn-northd, /nonexistent/ovn-nb.ovsschema (apt-get install ovn-central ovn-host)" {
+		t.Errorf("installed: %v %q %q", ok, how, detail)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(bin+"/ovn-northd", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	if ok, _, detail := installed("x", []string{"ovn-northd"}); ok == nil || !*ok || detail != "" {
+		t.Errorf("all there: %v %q", ok, detail)
 	}
 }

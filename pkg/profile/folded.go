@@ -21,9 +21,14 @@ const UnknownFrame = "[unknown]"
 // foldStack builds one folded line's stack from a sample: comm first, then
 // the kernel callchain root first. chain is leaf first as the kernel gives
 // it, with PERF_CONTEXT_* markers.
-func foldStack(comm string, ip uint64, chain []uint64, syms *Symbols) string {
+//
+// userFrame, when not nil, names the function of the sample's user-space
+// leaf (usersyms.go); its frame follows "[user]" in a sample taken in user
+// space, the process's own code.
+func foldStack(comm string, ip uint64, chain []uint64, syms *Symbols, userFrame func(addr uint64) string) string {
 	var kernel []string
 	user := false
+	var userLeaf uint64
 	ctx := contextKernel
 	for _, a := range chain {
 		switch int64(a) {
@@ -42,6 +47,9 @@ func foldStack(comm string, ip uint64, chain []uint64, syms *Symbols) string {
 		case contextKernel:
 			kernel = append(kernel, symbolize(a, syms))
 		case contextUser:
+			if !user {
+				userLeaf = a
+			}
 			user = true
 		}
 	}
@@ -50,13 +58,16 @@ func foldStack(comm string, ip uint64, chain []uint64, syms *Symbols) string {
 		if isKernelAddr(ip) {
 			kernel = append(kernel, symbolize(ip, syms))
 		} else {
-			user = true
+			user, userLeaf = true, ip
 		}
 	}
 	var b strings.Builder
 	b.WriteString(sanitize(comm))
 	if user {
 		b.WriteString(";" + UserFrame)
+		if userFrame != nil && len(kernel) == 0 {
+			b.WriteString(";" + userFrame(userLeaf))
+		}
 	}
 	for i := len(kernel) - 1; i >= 0; i-- {
 		b.WriteString(";")

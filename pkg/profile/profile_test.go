@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -53,17 +54,30 @@ func TestFoldStack(t *testing.T) {
 	s, _ := ParseKallsyms(strings.NewReader(kallsymsFixture))
 	k := func(v int64) uint64 { return uint64(v) }
 	chain := []uint64{k(perfContextKernel), 0xffffffff81003010, 0xffffffff81001100, k(perfContextUser), 0x401000, 0x402000}
-	if got, want := foldStack("iperf 3", 0, chain, s), "iperf_3;[user];do_syscall_64;tcp_sendmsg"; got != want {
+	if got, want := foldStack("iperf 3", 0, chain, s, nil), "iperf_3;[user];do_syscall_64;tcp_sendmsg"; got != want {
 		t.Errorf("foldStack = %q, want %q", got, want)
 	}
-	if got, want := foldStack("cnibench", 0x401000, []uint64{k(perfContextUser), 0x401000}, s), "cnibench;[user]"; got != want {
+	if got, want := foldStack("cnibench", 0x401000, []uint64{k(perfContextUser), 0x401000}, s, nil), "cnibench;[user]"; got != want {
 		t.Errorf("user-only = %q, want %q", got, want)
 	}
-	if got, want := foldStack("swapper", 0xffffffff81003010, nil, s), "swapper;tcp_sendmsg"; got != want {
+	if got, want := foldStack("swapper", 0xffffffff81003010, nil, s, nil), "swapper;tcp_sendmsg"; got != want {
 		t.Errorf("no chain = %q, want %q", got, want)
 	}
-	if got, want := foldStack("x", 0, []uint64{k(perfContextKernel), 0x10}, s), "x;[unknown]"; got != want {
+	if got, want := foldStack("x", 0, []uint64{k(perfContextKernel), 0x10}, s, nil), "x;[unknown]"; got != want {
 		t.Errorf("unknown = %q, want %q", got, want)
+	}
+	// A process whose user functions are resolved: the leaf (the first
+	// user address) of a sample taken in user space, and nothing for one
+	// taken in the kernel (its time is the kernel's stages).
+	fn := func(a uint64) string { return fmt.Sprintf("[user:f%x@m]", a) }
+	if got, want := foldStack("ovs-vswitchd", 0x401000, []uint64{k(perfContextUser), 0x401000, 0x402000}, s, fn), "ovs-vswitchd;[user];[user:f401000@m]"; got != want {
+		t.Errorf("user function = %q, want %q", got, want)
+	}
+	if got, want := foldStack("ovs-vswitchd", 0x401000, nil, s, fn), "ovs-vswitchd;[user];[user:f401000@m]"; got != want {
+		t.Errorf("user function, no chain = %q, want %q", got, want)
+	}
+	if got, want := foldStack("ovs-vswitchd", 0, chain, s, fn), "ovs-vswitchd;[user];do_syscall_64;tcp_sendmsg"; got != want {
+		t.Errorf("kernel sample of a resolved process = %q, want %q", got, want)
 	}
 }
 

@@ -192,6 +192,9 @@ type Session struct {
 	lost    uint64
 	period  uint64
 	comms   map[uint32]string
+	// users resolves the user-space functions of UserSymbolized
+	// processes (usersyms.go), made at the first such sample of a window.
+	users *userSyms
 
 	started time.Time
 	stop    chan struct{}
@@ -247,6 +250,7 @@ func (s *Session) Start() error {
 	s.mu.Lock()
 	s.stacks, s.samples, s.lost, s.period = map[string]uint64{}, 0, 0, 0
 	s.comms = map[uint32]string{0: "swapper"}
+	s.users = nil
 	s.mu.Unlock()
 	for _, r := range s.rings {
 		// Skip whatever a previous window left unread.
@@ -375,7 +379,15 @@ func (s *Session) record(typ uint32, body []byte) {
 		}
 		s.samples++
 		s.period += smp.period
-		s.stacks[foldStack(s.comm(smp.pid), smp.ip, smp.chain, s.syms)]++
+		comm := s.comm(smp.pid)
+		var userFrame func(uint64) string
+		if UserSymbolized[comm] {
+			if s.users == nil {
+				s.users = newUserSyms()
+			}
+			userFrame = func(a uint64) string { return s.users.frame(smp.pid, a) }
+		}
+		s.stacks[foldStack(comm, smp.ip, smp.chain, s.syms, userFrame)]++
 	}
 }
 

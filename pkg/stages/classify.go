@@ -70,10 +70,11 @@ func inSoftirq(kernel []string) bool {
 	return false
 }
 
-// kernelFrames drops the "[user]" marker (user frames come before the
-// kernel's in a folded stack).
+// kernelFrames drops the "[user]" marker and the user function frames
+// that may follow it ("[user:fn@module]", pkg/profile's usersyms.go):
+// user frames come before the kernel's in a folded stack.
 func kernelFrames(frames []string) []string {
-	for len(frames) > 0 && frames[0] == "[user]" {
+	for len(frames) > 0 && strings.HasPrefix(frames[0], "[user") {
 		frames = frames[1:]
 	}
 	return frames

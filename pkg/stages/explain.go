@@ -30,8 +30,12 @@ type Explanation struct {
 	Unit    string `json:"unit"`
 	Total   Part   `json:"total"`
 	Parts   []Part `json:"stages"` // largest |delta| first
-	Note    string `json:"note,omitempty"`
-	Missing string `json:"missing,omitempty"`
+	// UserCode splits the user-space time of the userspace datapath's
+	// processes (ovs-vswitchd) by function, in each arm, where the
+	// profile resolved them (or says why it could not).
+	UserCode []UserCode `json:"user_code,omitempty"`
+	Note     string     `json:"note,omitempty"`
+	Missing  string     `json:"missing,omitempty"`
 }
 
 func part(s Stage, a, b []float64) Part {
@@ -92,6 +96,7 @@ func Explain(cells []*Cell, a, b string) ([]Explanation, error) {
 			}
 		}
 		sort.SliceStable(e.Parts, func(i, j int) bool { return math.Abs(e.Parts[i].Delta) > math.Abs(e.Parts[j].Delta) })
+		e.UserCode = userCode(ca, cb)
 		if len(ta) < 2 || len(tb) < 2 {
 			e.Note = "one repeat per arm: no significance (run with --repeats 5 or more)"
 		} else if stats.MinP(len(ta), len(tb)) >= stats.Alpha {
@@ -163,6 +168,14 @@ func WriteText(w io.Writer, es []Explanation) error {
 		fmt.Fprintf(w, "  %-16s %10s %10s %10s  %s\n", "stage", e.A+" "+short, e.B+" "+short, "delta", "how sure (repeats)")
 		for _, p := range e.Parts {
 			fmt.Fprintf(w, "  %-16s %10.3g %10.3g %+10.3g  %s (%d/%d)\n", p.Stage, p.A, p.B, p.Delta, sure(p), p.Repeats[0], p.Repeats[1])
+		}
+		for _, u := range e.UserCode {
+			for _, arm := range []struct {
+				name string
+				fs   []UserFunction
+			}{{e.A, u.A}, {e.B, u.B}} {
+				fmt.Fprintf(w, "  %s%s in %s, by function: %s\n", UserPrefix, u.Process, arm.name, userFunctionsText(arm.fs))
+			}
 		}
 	}
 	return nil

@@ -125,3 +125,29 @@ func TestCompareRuns(t *testing.T) {
 		t.Errorf("CompareRuns renamed its input's arms")
 	}
 }
+
+// The datapath process's user time by function: resolved names with their
+// share, and what the profile could not name said as such.
+func TestUserFunctions(t *testing.T) {
+	stacks := map[string]uint64{
+		"ovs-vswitchd;[user];[user:dp_netdev_input__@ovs-vswitchd]":         6,
+		"ovs-vswitchd;[user];[user:__memmove_avx_unaligned_erms@libc.so.6]": 2,
+		"ovs-vswitchd;[user];[user:?@ovs-vswitchd-dpdk stripped]":           2,
+		"ovs-vswitchd;[user];do_syscall_64;__sys_sendto":                    5, // kernel time: its stages
+		"cnibench;[user]": 9,
+	}
+	fs := UserFunctions(stacks, "ovs-vswitchd")
+	if len(fs) != 3 || fs[0].Function != "dp_netdev_input__@ovs-vswitchd" || fs[0].Pct != 60 || fs[2].Samples != 2 {
+		t.Fatalf("functions %+v", fs)
+	}
+	if got := userFunctionsText(fs); got != "60% dp_netdev_input__@ovs-vswitchd, 20% unresolved: ovs-vswitchd-dpdk is stripped (no symbol table), 20% __memmove_avx_unaligned_erms@libc.so.6" {
+		t.Errorf("text %q", got)
+	}
+	if UserFunctions(stacks, "cnibench") != nil {
+		t.Error("a process whose functions were not resolved has no split")
+	}
+	// The user function frames are user time: its stage is the process's.
+	if got := Classify("ovs-vswitchd;[user];[user:dp_netdev_input__@ovs-vswitchd]"); got != Stage(UserPrefix+"ovs-vswitchd") {
+		t.Errorf("stage of a resolved user sample: %s", got)
+	}
+}
