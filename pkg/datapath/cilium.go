@@ -119,10 +119,10 @@ type ciliumStatus struct {
 func ParseCiliumAPI(healthz, debuginfo []byte) (Cilium, error) {
 	var st ciliumStatus
 	if err := json.Unmarshal(healthz, &st); err != nil {
-		return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/healthz: %v", ErrInvalid, err)
+		return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/healthz: %v", ErrMalformed, err)
 	}
 	if st.Routing == nil && st.KPR == nil && st.Cilium == nil {
-		return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/healthz: no cilium, routing or kube-proxy-replacement field", ErrInvalid)
+		return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/healthz: no cilium, routing or kube-proxy-replacement field", ErrMalformed)
 	}
 	var c Cilium
 	if st.Cilium != nil {
@@ -135,7 +135,7 @@ func ParseCiliumAPI(healthz, debuginfo []byte) (Cilium, error) {
 			Version string `json:"cilium-version"` // "1.20.2 go version go1.26.8 linux/amd64"
 		}
 		if err := json.Unmarshal(debuginfo, &d); err != nil {
-			return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/debuginfo: %v", ErrInvalid, err)
+			return Cilium{}, fmt.Errorf("%w: cilium-agent /v1/debuginfo: %v", ErrMalformed, err)
 		}
 		if f := strings.Fields(d.Version); len(f) > 0 {
 			c.Version = f[0]

@@ -19,10 +19,14 @@ import (
 	"strings"
 )
 
-// ErrInvalid is matched by the readers' errors on input that is not what
-// they read (an agent API answer that is not JSON, a flag without a value
-// where one is needed): the input is wrong, not the node.
-var ErrInvalid = errors.New("invalid datapath input")
+// ErrMalformed is matched by the readers' errors on input that is not what
+// they read (an agent API answer that is not JSON, a subnet file line
+// without "="): what the node gave is wrong, not the reader.
+var ErrMalformed = errors.New("malformed datapath input")
+
+// ErrInvalid is matched by the errors of a command's flags (an unknown
+// network namespace): the user fixes the command line.
+var ErrInvalid = errors.New("invalid datapath flags")
 
 // CNI names.
 const (

@@ -103,12 +103,12 @@ func TestParseCiliumAPIVersionFromHealthz(t *testing.T) {
 
 func TestParseCiliumAPIRefusesWhatIsNotStatus(t *testing.T) {
 	for _, in := range []string{`not json`, `{}`, `{"items": []}`} {
-		if _, err := ParseCiliumAPI([]byte(in), nil); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err %v, want ErrInvalid", in, err)
+		if _, err := ParseCiliumAPI([]byte(in), nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err %v, want ErrMalformed", in, err)
 		}
 	}
-	if _, err := ParseCiliumAPI(read(t, "native-kp", "healthz.json"), []byte("<html>")); !errors.Is(err, ErrInvalid) {
-		t.Errorf("bad debuginfo: err %v, want ErrInvalid", err)
+	if _, err := ParseCiliumAPI(read(t, "native-kp", "healthz.json"), []byte("<html>")); !errors.Is(err, ErrMalformed) {
+		t.Errorf("bad debuginfo: err %v, want ErrMalformed", err)
 	}
 }
 
@@ -206,13 +206,13 @@ func TestFlannelFilesCaptured(t *testing.T) {
 	if f != want {
 		t.Errorf("got %+v, want %+v", f, want)
 	}
-	if _, err := ParseFlannelNetConf([]byte("{")); !errors.Is(err, ErrInvalid) {
+	if _, err := ParseFlannelNetConf([]byte("{")); !errors.Is(err, ErrMalformed) {
 		t.Errorf("bad net-conf: %v", err)
 	}
-	if err := ParseFlannelSubnetEnv([]byte("FLANNEL_MTU=big\n"), &f); !errors.Is(err, ErrInvalid) {
+	if err := ParseFlannelSubnetEnv([]byte("FLANNEL_MTU=big\n"), &f); !errors.Is(err, ErrMalformed) {
 		t.Errorf("bad MTU: %v", err)
 	}
-	if err := ParseFlannelSubnetEnv([]byte("just words\n"), &f); !errors.Is(err, ErrInvalid) {
+	if err := ParseFlannelSubnetEnv([]byte("just words\n"), &f); !errors.Is(err, ErrMalformed) {
 		t.Errorf("no =: %v", err)
 	}
 }

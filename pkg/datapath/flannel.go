@@ -32,7 +32,7 @@ func ParseFlannelNetConf(b []byte) (Flannel, error) {
 		Backend struct{ Type string }
 	}
 	if err := json.Unmarshal(b, &nc); err != nil {
-		return Flannel{}, fmt.Errorf("%w: flannel net-conf: %v", ErrInvalid, err)
+		return Flannel{}, fmt.Errorf("%w: flannel net-conf: %v", ErrMalformed, err)
 	}
 	if nc.Backend.Type == "" {
 		// flanneld's own default backend.
@@ -55,7 +55,7 @@ func ParseFlannelSubnetEnv(b []byte, f *Flannel) error {
 		}
 		k, v, ok := strings.Cut(t, "=")
 		if !ok {
-			return fmt.Errorf("%w: flannel subnet file line %d: want KEY=VALUE, got %q", ErrInvalid, line, t)
+			return fmt.Errorf("%w: flannel subnet file line %d: want KEY=VALUE, got %q", ErrMalformed, line, t)
 		}
 		switch k {
 		case "FLANNEL_NETWORK":
@@ -67,7 +67,7 @@ func ParseFlannelSubnetEnv(b []byte, f *Flannel) error {
 		case "FLANNEL_MTU":
 			mtu, err := strconv.Atoi(v)
 			if err != nil {
-				return fmt.Errorf("%w: flannel subnet file line %d: FLANNEL_MTU %q: %v", ErrInvalid, line, v, err)
+				return fmt.Errorf("%w: flannel subnet file line %d: FLANNEL_MTU %q: %v", ErrMalformed, line, v, err)
 			}
 			f.MTU = mtu
 		case "FLANNEL_IPMASQ":
