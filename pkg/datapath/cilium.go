@@ -206,23 +206,23 @@ func CiliumFromNode(args, links []string) Cilium {
 			c.Routing = "native"
 		}
 	}
-	c.KubeProxyReplacement = kprValue(flagValue(args, "kube-proxy-replacement"))
+	c.KubeProxyReplacement = kprValue(FlagValue(args, "kube-proxy-replacement"))
 	if k := c.KubeProxyReplacement; k != nil && *k {
 		// Cilium 1.20 forces socket LB on with the replacement, whatever
 		// --bpf-lb-sock says (pkg/kpr).
 		c.SocketLB = ptr(true)
-	} else if v := flagValue(args, "bpf-lb-sock"); v != "" {
+	} else if v := FlagValue(args, "bpf-lb-sock"); v != "" {
 		c.SocketLB = ptr(v == "true")
 	}
-	if flagValue(args, "enable-host-legacy-routing") == "true" {
+	if FlagValue(args, "enable-host-legacy-routing") == "true" {
 		c.HostRouting = "legacy"
 	}
 	switch {
-	case flagValue(args, "enable-ipv4-masquerade") == "false":
+	case FlagValue(args, "enable-ipv4-masquerade") == "false":
 		c.Masquerade = "off"
-	case flagValue(args, "enable-bpf-masquerade") == "true":
+	case FlagValue(args, "enable-bpf-masquerade") == "true":
 		c.Masquerade = "bpf"
-	case len(args) > 0 && flagValue(args, "config-dir") == "":
+	case len(args) > 0 && FlagValue(args, "config-dir") == "":
 		c.Masquerade = "iptables" // the default, when the flags are the whole configuration
 	}
 	return c

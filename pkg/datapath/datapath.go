@@ -138,8 +138,8 @@ func recognizeFlannel(s Seen, links map[string]bool, args []string) Node {
 		f = *s.Flannel
 		n.From = "flanneld's net-conf and subnet file"
 	}
-	f.IPMasq = flagValue(args, "ip-masq")
-	f.Iface = flagValue(args, "iface")
+	f.IPMasq = FlagValue(args, "ip-masq")
+	f.Iface = FlagValue(args, "iface")
 	if f.Backend == "" && links["flannel.1:vxlan"] {
 		// Flannel's VXLAN backend makes flannel.1 (VNI 1); host-gw makes no
 		// device, and the others have devices of their own.
@@ -164,9 +164,9 @@ func (n Node) Summary() string {
 	return n.CNI
 }
 
-// flagValue is the value of --name=value or --name value in args ("" when
+// FlagValue is the value of --name=value or --name value in args ("" when
 // absent); the last occurrence wins, as with Go's and cobra's flag parsers.
-func flagValue(args []string, name string) string {
+func FlagValue(args []string, name string) string {
 	v := ""
 	for i := 0; i < len(args); i++ {
 		a := strings.TrimLeft(args[i], "-")

@@ -220,7 +220,7 @@ func TestFlannelFilesCaptured(t *testing.T) {
 func TestFlagValue(t *testing.T) {
 	args := []string{"agent", "--a=1", "-b", "2", "--c", "--d=x", "--d=y", "pos"}
 	for k, want := range map[string]string{"a": "1", "b": "2", "c": "true", "d": "y", "e": "", "pos": ""} {
-		if got := flagValue(args, k); got != want {
+		if got := FlagValue(args, k); got != want {
 			t.Errorf("%s: %q, want %q", k, got, want)
 		}
 	}

@@ -83,7 +83,7 @@ func ParseFlannelSubnetEnv(b []byte, f *Flannel) error {
 // them (root is /proc/<pid>/root: root with CAP_SYS_PTRACE), at the paths
 // its flags name or flanneld's defaults.
 func ReadFlannel(root string, args []string) (*Flannel, error) {
-	conf := flagValue(args, "net-config-path")
+	conf := FlagValue(args, "net-config-path")
 	if conf == "" {
 		conf = "/etc/kube-flannel/net-conf.json"
 	}
@@ -95,7 +95,7 @@ func ReadFlannel(root string, args []string) (*Flannel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub := flagValue(args, "subnet-file")
+	sub := FlagValue(args, "subnet-file")
 	if sub == "" {
 		sub = "/run/flannel/subnet.env"
 	}
