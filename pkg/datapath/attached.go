@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/profile"
 )
 
 // Program is one BPF program attached on a node.
@@ -221,7 +222,7 @@ func ParseProgNames(r io.Reader) (*ProgNames, error) {
 		if len(f) < 3 {
 			continue
 		}
-		if tag, name, ok := ProgSymbol(f[2]); ok {
+		if tag, name, ok := profile.ProgSymbol(f[2]); ok {
 			n.byTag[tag] = append(n.byTag[tag], name)
 		}
 	}
@@ -229,18 +230,6 @@ func ParseProgNames(r io.Reader) (*ProgNames, error) {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
 	return n, nil
-}
-
-var progSymbol = regexp.MustCompile(`^bpf_prog_([0-9a-f]{16})_(.+)$`)
-
-// ProgSymbol splits a JITed program's kernel symbol, bpf_prog_<tag>_<name>,
-// into tag and name.
-func ProgSymbol(sym string) (tag, name string, ok bool) {
-	m := progSymbol.FindStringSubmatch(sym)
-	if m == nil {
-		return "", "", false
-	}
-	return m[1], m[2], true
 }
 
 // Full is the full name of the program with this tag whose kernel name

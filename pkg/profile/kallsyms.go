@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,3 +90,17 @@ func (s *Symbols) Lookup(addr uint64) (string, bool) {
 
 // Len is the number of text symbols.
 func (s *Symbols) Len() int { return len(s.addrs) }
+
+var progSymbol = regexp.MustCompile(`^bpf_prog_([0-9a-f]{16})_(.+)$`)
+
+// ProgSymbol splits a JITed BPF program's kernel symbol,
+// bpf_prog_<16 hex tag>_<name>, into tag and name (name is the program's
+// function name in full where the kernel had its BTF, else the program's
+// 15-byte name).
+func ProgSymbol(sym string) (tag, name string, ok bool) {
+	m := progSymbol.FindStringSubmatch(sym)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}
