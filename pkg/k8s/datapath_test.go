@@ -144,6 +144,13 @@ func TestStampDatapath(t *testing.T) {
 	if r.Env.Server.Notes != nil {
 		t.Errorf("server's node was not probed, yet notes %v", r.Env.Server.Notes)
 	}
+	// A tool's result has no fingerprint: it gets one with the node's.
+	tool := result.New(result.Tool{Name: "qperf"}, result.TCPLat, 1)
+	s = Sample{Step: Step{Placement: Placement{Scenario: "pod-same-node", ClientNode: "n1", ServerNode: "n1"}}, Results: []*result.Result{tool}}
+	c.stampDatapath(&s)
+	if tool.Env.Client == nil || tool.Env.Client.Hostname != "n1" || tool.Env.Server.Notes["kube_proxy"] != "none answering" {
+		t.Errorf("tool result env %+v", tool.Env)
+	}
 }
 
 // TestInfoProbe: `k8s info --probe` runs a probe pod on every Ready node,

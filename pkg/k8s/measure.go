@@ -83,11 +83,16 @@ func (c *Cluster) stampDatapath(s *Sample) {
 	for _, p := range c.Probes {
 		byNode[p.Node] = p
 	}
-	stamp := func(fp *result.Fingerprint, node string) {
+	stamp := func(side **result.Fingerprint, node string) {
 		p, ok := byNode[node]
-		if fp == nil || !ok || p.Error != "" {
+		if !ok || p.Error != "" {
 			return
 		}
+		if *side == nil {
+			// A reference tool reports no fingerprint of its own.
+			*side = &result.Fingerprint{Hostname: node}
+		}
+		fp := *side
 		if fp.Notes == nil {
 			fp.Notes = map[string]string{}
 		}
@@ -100,8 +105,8 @@ func (c *Cluster) stampDatapath(s *Sample) {
 		fp.Notes["kube_proxy"] = kp
 	}
 	for _, r := range s.Results {
-		stamp(r.Env.Client, s.ClientNode)
-		stamp(r.Env.Server, s.ServerNode)
+		stamp(&r.Env.Client, s.ClientNode)
+		stamp(&r.Env.Server, s.ServerNode)
 	}
 }
 
