@@ -15,7 +15,6 @@ package datapath
 
 import (
 	"errors"
-	"sort"
 	"strings"
 )
 
@@ -197,14 +196,4 @@ func ParseCmdline(b []byte) []string {
 		return nil
 	}
 	return strings.Split(s, "\x00")
-}
-
-// sortedKeys lists a map's keys in order.
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -184,7 +186,7 @@ func TestRecognizeCaptured(t *testing.T) {
 			if n.CNI != c.cni || n.Mode != c.mode || n.Summary() != c.summary {
 				t.Errorf("got %q %q %q; want %q %q %q", n.CNI, n.Mode, n.Summary(), c.cni, c.mode, c.summary)
 			}
-			if got := strings.Join(sortedKeys(n.Missing), ","); got != strings.Join(c.missing, ",") {
+			if got := strings.Join(slices.Sorted(maps.Keys(n.Missing)), ","); got != strings.Join(c.missing, ",") {
 				t.Errorf("missing %v (%v), want %v", got, n.Missing, c.missing)
 			}
 		})
