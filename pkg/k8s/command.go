@@ -48,6 +48,18 @@ type InfoCommand struct {
 	Version                string
 }
 
+// markUnprobed says how little the API alone knows about the CNI:
+// annotations outlive the agent that wrote them, and an agent run outside
+// pods (k8slab's Cilium) names nothing.
+func (c *Cluster) markUnprobed() {
+	switch {
+	case c.CNI == cniUnknown:
+		c.CNI = "unknown (no kube-system workload or node annotation names one; --probe asks the nodes)"
+	case c.cniSource == "":
+		c.CNI += " (from node annotations only, which outlive the agent; --probe asks the nodes)"
+	}
+}
+
 // Run reads the fingerprint; progress goes to log.
 func (c InfoCommand) Run(ctx context.Context, log io.Writer) (*Cluster, error) {
 	probe := c.Probe || c.InspectDatapath
@@ -69,14 +81,7 @@ func (c InfoCommand) Run(ctx context.Context, log io.Writer) (*Cluster, error) {
 	}
 	cl.Context, cl.Server = conn.Context, conn.Server
 	if !probe {
-		// Say how little the API alone knows: annotations outlive the agent
-		// that wrote them, and an agent run outside pods names nothing.
-		switch {
-		case cl.CNI == cniUnknown:
-			cl.CNI = "unknown (no kube-system workload or node annotation names one; --probe asks the nodes)"
-		case cl.cniSource == "":
-			cl.CNI += " (from node annotations only, which outlive the agent; --probe asks the nodes)"
-		}
+		cl.markUnprobed()
 		return cl, nil
 	}
 	r := &Runner{Client: conn.Client, RunID: runid.New()}

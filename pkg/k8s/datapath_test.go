@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/result"
@@ -175,4 +176,31 @@ func TestInfoProbe(t *testing.T) {
 		t.Errorf("WriteNodes: %v\n%s", err, b.String())
 	}
 	fc.wantClean(t)
+}
+
+// TestInfoWithoutProbes: without asking the nodes, a CNI named only by
+// node annotations is said to be so (they outlive the agent: k8slab after
+// a switch from Flannel back to the bridge plugin), one named by a
+// kube-system workload is not, and nothing named says what would tell.
+func TestInfoWithoutProbes(t *testing.T) {
+	fc := newFakeCluster(t, "n1")
+	ctx := context.Background()
+	node, _ := fc.cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	node.Annotations = map[string]string{"flannel.alpha.coreos.com/backend-type": "vxlan"}
+	fc.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	cl, _, err := Fingerprint(ctx, fc.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.markUnprobed()
+	if cl.CNI != "flannel (from node annotations only, which outlive the agent; --probe asks the nodes)" {
+		t.Errorf("annotations only: %q", cl.CNI)
+	}
+	byWorkload := &Cluster{CNI: "cilium", cniSource: "cilium"}
+	byWorkload.markUnprobed()
+	nothing := &Cluster{CNI: cniUnknown}
+	nothing.markUnprobed()
+	if byWorkload.CNI != "cilium" || !strings.Contains(nothing.CNI, "--probe asks the nodes") {
+		t.Errorf("workload %q, nothing %q", byWorkload.CNI, nothing.CNI)
+	}
 }
