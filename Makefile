@@ -4,7 +4,7 @@ BIN      := bin/cnibench
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/cnibench/cnibench/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s fuzz bench-load bench-gate clean
+.PHONY: all build deps test test-unit vet run bench bench-engine bench-lab bench-report e2e-k8s e2e-cni e2e-cilium fuzz bench-load bench-gate clean
 
 all: build
 
@@ -87,6 +87,13 @@ e2e-k8s: deps build
 # (k8slab), the CNI detected from the cluster, one comparison report.
 e2e-cni: deps build
 	./scripts/e2e-cni.sh
+
+# Real Cilium tier (outside .ci/run: see docs/kubernetes.md for its time):
+# Cilium v1.20.2 from k8slab's addon in each mode seed 004's tables need,
+# k8s run with --profile --agent-cpu --inspect-datapath, the seeds' tools
+# as a cross-check, and checks that Cilium's datapath carried the traffic.
+e2e-cilium: deps build
+	./scripts/e2e-cilium.sh
 
 # Every fuzz target for FUZZTIME each (default 30s); CI runs a short pass.
 # Seed corpora and crashers (testdata/fuzz/) also run in every `go test`.

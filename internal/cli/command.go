@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/client"
+	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/image"
@@ -23,8 +24,21 @@ import (
 
 // command is a leaf command: its positional arguments are checked by args,
 // and run does its work. Long help, examples and flags are added by the caller.
+// A refusal by args is a usage error (exit 2) whoever wrote it: cobra's own
+// validators (NoArgs: "unknown command") return plain errors.
 func command(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Args: args, RunE: run}
+	check := args
+	if args != nil {
+		check = func(cmd *cobra.Command, a []string) error {
+			err := args(cmd, a)
+			var u UsageError
+			if err != nil && !errors.As(err, &u) {
+				err = UsageError{err}
+			}
+			return err
+		}
+	}
+	return &cobra.Command{Use: use, Short: short, Args: check, RunE: run}
 }
 
 // hidden is a command only cnibench's own pods run.
@@ -93,7 +107,7 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 var usageErrors = []error{
 	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
-	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid,
+	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid,
 }
 
 // usage marks the errors in usageErrors as usage errors, which exit 2;

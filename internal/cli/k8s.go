@@ -80,6 +80,7 @@ failure and Ctrl-C.`
 	measureFlags{&c.Tests, &c.MsgSizes, &c.Duration, &c.Warmup, &c.Parallel}.add(f, "tcp_lat,udp_lat,tcp_bw,udp_bw", "64,1K,4K", 5*time.Second)
 	f.StringVar(&c.Engine, "engine", "builtin", "builtin, qperf, iperf3 or sockperf (the tools need `cnibench image build --with-tools`); a comma list measures each scenario with each, interleaved: a cross-check")
 	f.BoolVar(&c.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
+	f.BoolVar(&c.InspectDatapath, "inspect-datapath", false, "run the node probes as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_NET_ADMIN, to ask the CNI agent itself (Cilium's version and host routing, over its API socket) and list the BPF programs attached on each node's devices and cgroup (stored as labels bpf.<node>)")
 	f.BoolVar(&c.AgentCPU, "agent-cpu", false, "meter the CPU of the datapath agents (flanneld, kube-proxy, ovs-vswitchd, …) on the client's and server's nodes in each measured window (a hostPID, hostNetwork pod per node, as nobody without capabilities)")
 	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&c.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
@@ -141,10 +142,23 @@ still going are deleted too.`
 }
 
 func newK8sInfoCmd() *cobra.Command {
-	var cf k8s.ClusterFlags
+	c := k8s.InfoCommand{Version: Version}
 	cmd := showCmd("info", "Print the cluster fingerprint a run records: version, CNI, nodes, kernels", "print as JSON", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) (*k8s.Cluster, error) { return cf.Info(cmd.Context()) }, (*k8s.Cluster).WriteNodes)
-	addClusterFlags(cmd, &cf, false)
+		func(cmd *cobra.Command, _ []string) (*k8s.Cluster, error) {
+			return c.Run(cmd.Context(), cmd.ErrOrStderr())
+		}, (*k8s.Cluster).WriteNodes)
+	cmd.Long = `Reads the cluster's version, nodes and CNI from the API. The API alone names a
+CNI only by its kube-system workloads and node annotations, which outlive the agent
+that wrote them; --probe asks every Ready node instead, with the probe pod a run
+starts (host network, hostPID, as nobody, no capabilities; it needs the image, as a
+run does): the agents running and their flags, the devices, kube-proxy's own answer.
+--inspect-datapath runs that probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and
+CAP_NET_ADMIN: it also asks the CNI agent (Cilium's version and host routing) and
+lists the BPF programs attached on each node.`
+	addClusterFlags(cmd, &c.Cluster, true)
+	cmd.Flags().BoolVar(&c.Probe, "probe", false, "ask every Ready node with a probe pod (deleted afterwards)")
+	cmd.Flags().BoolVar(&c.InspectDatapath, "inspect-datapath", false, "probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_NET_ADMIN: the CNI agent's own answers and the attached BPF programs (implies --probe)")
+	cmd.Flags().DurationVar(&c.Timeout, "timeout", time.Minute, "how long a probe pod may take")
 	return cmd
 }
 
@@ -162,10 +176,13 @@ func newK8sPauseCmd() *cobra.Command {
 // newK8sNodeInfoCmd is what a run's node probe pods run: kube-proxy's mode,
 // the node's links and datapath agents, as one JSON line.
 func newK8sNodeInfoCmd() *cobra.Command {
-	return hidden(command("node-info", "Print this node's kube-proxy mode, links and datapath agents as JSON (the run's probe pods)", cobra.NoArgs,
+	var deep bool
+	cmd := hidden(command("node-info", "Print this node's kube-proxy mode, links, datapath agents and pod network as JSON (the run's probe pods)", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc"))
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc", deep))
 		}))
+	cmd.Flags().BoolVar(&deep, "deep", false, "also ask the agents over their API and list the attached BPF programs (root, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_NET_ADMIN)")
+	return cmd
 }
 
 // newK8sAgentCPUCmd is what a run's agent meter pods run (--agent-cpu):

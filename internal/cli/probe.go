@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
+	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/probe"
 )
@@ -16,5 +19,22 @@ func newProbeCmd() *cobra.Command {
 iptables backends, nftables, perf events, busy polling and the cpuidle driver.
 Link and program checks run in a throwaway namespace named cnb-<id>-probe that is
 removed at once; nothing on the host changes. Needs root for those checks.`
+	cmd.AddCommand(newProbeAttachedCmd())
+	return cmd
+}
+
+func newProbeAttachedCmd() *cobra.Command {
+	var c datapath.AttachedCommand
+	cmd := showCmd("attached", "List the BPF programs attached per device and direction (tcx, tc, XDP) and on cgroups", "print the programs as JSON", cobra.NoArgs,
+		func(*cobra.Command, []string) ([]datapath.Program, error) { return c.Run() }, func(ps []datapath.Program, w io.Writer) error { return datapath.WriteAttached(w, ps) })
+	cmd.Long = `Lists every BPF program attached to a network device — tcx and netkit (by
+BPF_PROG_QUERY, which Debian 12's bpftool cannot show), clsact cls_bpf filters, XDP —
+by device and direction, and on the cgroup directories given (a socket load balancer's
+connect4, sendmsg4, … programs), with each program's id, full name (from
+/proc/kallsyms), tag and run count (counted while kernel.bpf_stats_enabled=1).
+--netns lists another network namespace's devices (a k8slab node: --netns k8slab-n1).
+Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).`
+	cmd.Flags().StringVar(&c.Netns, "netns", "", "network namespace (under /run/netns) whose devices to list (default: this one)")
+	cmd.Flags().StringArrayVar(&c.Cgroups, "cgroup", nil, "cgroup v2 directory whose programs to list (repeatable), e.g. /sys/fs/cgroup")
 	return cmd
 }

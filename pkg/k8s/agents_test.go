@@ -72,8 +72,8 @@ func TestAgentReaderTakesOnlyTheNodesAgents(t *testing.T) {
 		t.Errorf("sample %+v, want %+v", s, want)
 	}
 	// The probe uses the same rule.
-	if got := findAgents(p.root); strings.Join(got, ",") != "flanneld,kube-proxy" {
-		t.Errorf("findAgents %v", got)
+	if got := agentNames(nodeAgents(p.root)); strings.Join(got, ",") != "flanneld,kube-proxy" {
+		t.Errorf("nodeAgents %v", got)
 	}
 	// An agent that exits is dropped, and the next sample rescans.
 	must(t, os.RemoveAll(filepath.Join(p.root, "14")))

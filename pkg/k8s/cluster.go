@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/cnibench/cnibench/pkg/datapath"
 )
 
 // Cluster is the fingerprint stored with every Kubernetes run, so runs on
@@ -19,8 +21,18 @@ type Cluster struct {
 	Version string `json:"version"` // the API server's gitVersion
 	CNI     string `json:"cni"`
 	// CNIMode is the CNI's datapath mode where it has several (Flannel's
-	// backend: vxlan, host-gw); "" when unknown or not applicable.
+	// backend: vxlan, host-gw; Cilium's routing: native, vxlan, geneve);
+	// "" when unknown or not applicable.
 	CNIMode string `json:"cni_mode,omitempty"`
+	// CNIVersion is the CNI agent's version as it reports it (Cilium's
+	// API); "" when unknown.
+	CNIVersion string `json:"cni_version,omitempty"`
+	// Datapath is the probed nodes' pod network in one line ("cilium
+	// 1.20.2: tunnel vxlan, kube-proxy replaced (socket LB), host routing
+	// legacy, masquerade iptables, tcx/veth"), per node when they differ.
+	Datapath string `json:"datapath,omitempty"`
+	// Cilium is the Cilium settings every probed node reports alike.
+	Cilium *datapath.Cilium `json:"cilium,omitempty"`
 	// KubeProxyMode is what kube-proxy on the probed nodes says it runs
 	// (iptables, nftables, ipvs), per node when they differ, or "unknown
 	// (why)". Empty until a run has probed its nodes.
@@ -184,7 +196,21 @@ func (c *Cluster) Summary() string {
 		}
 	}
 	cni := c.CNI
-	if c.CNIMode != "" {
+	perNode := strings.Contains(c.Datapath, "=")
+	switch {
+	case perNode:
+		// The nodes differ: each one's in full.
+		cni += " (per node: " + c.Datapath + ")"
+	case strings.Contains(c.Datapath, ": "):
+		// Cilium's settings beyond the mode: "cilium 1.20.2 (vxlan; tunnel
+		// vxlan, kube-proxy replaced (socket LB), …)".
+		_, details, _ := strings.Cut(c.Datapath, ": ")
+		if c.CNIVersion != "" {
+			cni += " " + c.CNIVersion
+		}
+		cni += " (" + strings.TrimSpace(c.CNIMode+"; "+details) + ")"
+		cni = strings.Replace(cni, "(; ", "(", 1)
+	case c.CNIMode != "":
 		cni += " (" + c.CNIMode + ")"
 	}
 	kp := ""

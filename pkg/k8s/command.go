@@ -36,18 +36,59 @@ func (f ClusterFlags) ResolveImage(version string) (string, corev1.PullPolicy, e
 	return ResolveImage(f.Image, f.PullPolicy, version)
 }
 
-// Info is `cnibench k8s info`: the cluster fingerprint a run records.
-func (f ClusterFlags) Info(ctx context.Context) (*Cluster, error) {
-	conn, err := f.Connect()
+// InfoCommand is `cnibench k8s info`: the cluster fingerprint a run
+// records, from the API alone or, with Probe, completed by a probe pod on
+// every Ready node as a run completes it.
+type InfoCommand struct {
+	Cluster ClusterFlags
+	// Probe runs the node probes; InspectDatapath runs them privileged
+	// (and implies Probe).
+	Probe, InspectDatapath bool
+	Timeout                time.Duration
+	Version                string
+}
+
+// markUnprobed says how little the API alone knows about the CNI:
+// annotations outlive the agent that wrote them, and an agent run outside
+// pods (k8slab's Cilium) names nothing.
+func (c *Cluster) markUnprobed() {
+	switch {
+	case c.CNI == cniUnknown:
+		c.CNI = "unknown (no kube-system workload or node annotation names one; --probe asks the nodes)"
+	case c.cniSource == "":
+		c.CNI += " (from node annotations only, which outlive the agent; --probe asks the nodes)"
+	}
+}
+
+// Run reads the fingerprint; progress goes to log.
+func (c InfoCommand) Run(ctx context.Context, log io.Writer) (*Cluster, error) {
+	probe := c.Probe || c.InspectDatapath
+	var img string
+	var pp corev1.PullPolicy
+	if probe {
+		var err error
+		if img, pp, err = c.Cluster.ResolveImage(c.Version); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := c.Cluster.Connect()
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := Fingerprint(ctx, conn.Client)
+	cl, nodes, err := Fingerprint(ctx, conn.Client)
 	if err != nil {
 		return nil, err
 	}
-	c.Context, c.Server = conn.Context, conn.Server
-	return c, nil
+	cl.Context, cl.Server = conn.Context, conn.Server
+	if !probe {
+		cl.markUnprobed()
+		return cl, nil
+	}
+	r := &Runner{Client: conn.Client, RunID: runid.New()}
+	o := Options{Namespace: c.Cluster.Namespace, Image: img, PullPolicy: pp, ReadyTimeout: c.Timeout,
+		InspectDatapath: c.InspectDatapath, Log: log}
+	err = r.ProbeCluster(ctx, cl, nodes, o)
+	return cl, err
 }
 
 // CleanCluster is `cnibench k8s clean`: Clean on the flags' cluster,

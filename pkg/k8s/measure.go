@@ -48,6 +48,7 @@ func (r *Runner) measureSteps(ctx context.Context, plan *Plan, o Options, po Pod
 			return fmt.Errorf("interrupted after %d of %d client pods: %w", i, len(plan.Steps), ctx.Err())
 		}
 		s.Seq = i + 1
+		plan.Cluster.stampDatapath(&s)
 		if set.meters != nil && s.Error == "" {
 			set.meters.fold(ctx, r, po.Namespace, &s)
 		}
@@ -71,6 +72,42 @@ func (r *Runner) measureSteps(ctx context.Context, plan *Plan, o Options, po Pod
 		return fmt.Errorf("%d of %d client pods failed; first: %s", failed, total, firstFail)
 	}
 	return nil
+}
+
+// stampDatapath writes, into each result's client and server fingerprint,
+// the pod network of the node that side ran on as its probe found it
+// (notes "datapath" and "kube_proxy"), so every stored sample says what
+// carried it, also when it is read apart from its run.
+func (c *Cluster) stampDatapath(s *Sample) {
+	byNode := map[string]NodeProbe{}
+	for _, p := range c.Probes {
+		byNode[p.Node] = p
+	}
+	stamp := func(side **result.Fingerprint, node string) {
+		p, ok := byNode[node]
+		if !ok || p.Error != "" {
+			return
+		}
+		if *side == nil {
+			// A reference tool reports no fingerprint of its own.
+			*side = &result.Fingerprint{Hostname: node}
+		}
+		fp := *side
+		if fp.Notes == nil {
+			fp.Notes = map[string]string{}
+		}
+		fp.Notes["node"] = node
+		fp.Notes["datapath"] = probedDatapath(p).Summary()
+		kp := p.KubeProxyMode
+		if kp == "" {
+			kp = "none answering"
+		}
+		fp.Notes["kube_proxy"] = kp
+	}
+	for _, r := range s.Results {
+		stamp(&r.Env.Client, s.ClientNode)
+		stamp(&r.Env.Server, s.ServerNode)
+	}
 }
 
 // brief shows the primary figure of the first result, so the progress log

@@ -71,13 +71,13 @@ func TestProbeNodeReadsKubeProxyAndAgents(t *testing.T) {
 		os.MkdirAll(filepath.Join(proc, pid), 0o755)
 		os.WriteFile(filepath.Join(proc, pid, "comm"), []byte(comm+"\n"), 0o644)
 	}
-	p := ProbeNode(context.Background(), strings.TrimPrefix(srv.URL, "http://"), proc)
+	p := ProbeNode(context.Background(), strings.TrimPrefix(srv.URL, "http://"), proc, false)
 	if p.KubeProxyMode != "nftables" || strings.Join(p.Agents, ",") != "flanneld,kube-proxy" {
 		t.Errorf("probe %+v", p)
 	}
 	// Nothing listening: a reason, not a mode.
 	srv.Close()
-	p = ProbeNode(context.Background(), strings.TrimPrefix(srv.URL, "http://"), proc)
+	p = ProbeNode(context.Background(), strings.TrimPrefix(srv.URL, "http://"), proc, false)
 	if p.KubeProxyMode != "" || !strings.Contains(p.KubeProxyError, "no kube-proxy answers") {
 		t.Errorf("closed port: %+v", p)
 	}

@@ -38,6 +38,11 @@ type Options struct {
 	// AgentCPU meters the datapath agents of the client's and server's
 	// nodes in every measured window (see agents.go).
 	AgentCPU bool
+	// InspectDatapath runs the node probes as root with CAP_SYS_PTRACE,
+	// CAP_SYS_ADMIN and CAP_NET_ADMIN: they then ask the CNI agent itself
+	// (Cilium's version, host routing) and list the BPF programs attached
+	// on the nodes.
+	InspectDatapath bool
 	// Services is how many filler Services (see FillerService) the
 	// measured Service sits behind; 0 = none.
 	Services int

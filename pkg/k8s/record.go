@@ -39,6 +39,22 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 	if plan.Cluster.KubeProxyMode != "" {
 		r.Labels["k8s.kube_proxy_mode"] = plan.Cluster.KubeProxyMode
 	}
+	if plan.Cluster.CNIVersion != "" {
+		r.Labels["k8s.cni_version"] = plan.Cluster.CNIVersion
+	}
+	if plan.Cluster.Datapath != "" {
+		r.Labels["k8s.datapath"] = plan.Cluster.Datapath
+	}
+	for _, p := range plan.Cluster.Probes {
+		// The BPF programs attached on each node (--inspect-datapath), or
+		// why they were not listed.
+		switch {
+		case len(p.BPF) > 0:
+			r.Labels["bpf."+p.Node] = strings.Join(p.BPF, "; ")
+		case p.BPFError != "" && p.Error == "":
+			r.Labels["bpf."+p.Node] = p.BPFError
+		}
+	}
 	if o.Services > 0 {
 		r.Labels["k8s.services"] = strconv.Itoa(o.Services)
 	}
@@ -101,12 +117,21 @@ func clusterFingerprint(c *Cluster, version string) result.Fingerprint {
 	if c.KubeProxyMode != "" {
 		fp.Notes["kube_proxy_mode"] = c.KubeProxyMode
 	}
+	if c.CNIVersion != "" {
+		fp.Notes["cni_version"] = c.CNIVersion
+	}
+	if c.Datapath != "" {
+		fp.Notes["datapath"] = c.Datapath
+	}
 	if c.Context != "" {
 		fp.Hostname = "k8s:" + c.Context
 	}
 	// Reports show runs side by side by host: name the datapath there, so
 	// a comparison of CNIs or proxy modes on one cluster reads as one.
 	dp := c.CNI
+	if c.CNIVersion != "" && !strings.Contains(c.CNIVersion, "=") {
+		dp += " " + c.CNIVersion
+	}
 	if c.CNIMode != "" {
 		dp += " " + c.CNIMode
 	}

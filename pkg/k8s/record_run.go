@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +33,8 @@ type RunFlags struct {
 	Engine                     string
 	Profile                    bool
 	AgentCPU                   bool
+	// InspectDatapath: privileged node probes (Options.InspectDatapath).
+	InspectDatapath bool
 	// SettleIdle (percent, 0 = off): wait before measuring until each
 	// client node is at least this idle (see settle.go).
 	SettleIdle float64
@@ -81,7 +85,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 	}
 	return Options{
 		Scenarios: sc, Repeats: f.Repeats, Services: f.Services, Engines: engines, AgentCPU: f.AgentCPU,
-		SettleIdle: f.SettleIdle,
+		SettleIdle: f.SettleIdle, InspectDatapath: f.InspectDatapath,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel,
 			Profile: f.Profile},
@@ -194,7 +198,32 @@ func (c *Cluster) WriteNodes(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.InternalIP, n.Kernel, n.OSImage, n.Runtime, u)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What each probed node runs, and the BPF programs attached on it.
+	for _, p := range c.Probes {
+		if p.Error != "" {
+			fmt.Fprintf(w, "%s: not probed: %s\n", p.Node, p.Error)
+			continue
+		}
+		kp := p.KubeProxyMode
+		if kp == "" {
+			kp = p.KubeProxyError
+		}
+		d := probedDatapath(p)
+		fmt.Fprintf(w, "%s: %s (from %s); kube-proxy: %s\n", p.Node, d.Summary(), d.From, kp)
+		for _, k := range slices.Sorted(maps.Keys(d.Missing)) {
+			fmt.Fprintf(w, "  %s unknown: %s\n", k, d.Missing[k])
+		}
+		for _, b := range p.BPF {
+			fmt.Fprintf(w, "  bpf: %s\n", b)
+		}
+		if len(p.BPF) == 0 && p.BPFError != "" {
+			fmt.Fprintf(w, "  bpf: %s\n", p.BPFError)
+		}
+	}
+	return nil
 }
 
 // ResolveImage checks a pull policy (Always, IfNotPresent, Never; an

@@ -35,7 +35,7 @@ func (r *Runner) setUp(ctx context.Context, plan *Plan, o Options, po PodOptions
 		return nil, APIError("create", "token secret", err)
 	}
 	runnable, nodes := runnableNodes(plan, o)
-	plan.Cluster.ApplyProbes(r.probeNodes(ctx, po, nodes, o.ReadyTimeout), plan.nodes)
+	plan.Cluster.ApplyProbes(r.probeNodes(ctx, po, nodes, o.ReadyTimeout, o.InspectDatapath), plan.nodes)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted while probing the nodes: %w", err)
 	}

@@ -5,17 +5,28 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Symbols resolves kernel addresses to function names. Built once per
-// process from /proc/kallsyms (before any window, so reading ~200,000
-// lines never falls inside a measurement), then looked up by binary search.
+// Symbols resolves kernel addresses to function names. Built from
+// /proc/kallsyms before the first window (so reading ~200,000 lines never
+// falls inside a measurement), then looked up by binary search. The core
+// kernel's text never moves; modules and JITed BPF programs come and go
+// (Cilium loads a pod's programs when the pod starts, a lab its fast path
+// when it is built), so an address there may belong to code loaded after
+// the table was read: Volatile says so, and a window that sampled one
+// reads the table again (Session.Stop).
 type Symbols struct {
 	addrs []uint64
 	names []string
+	// loaded marks symbols of loaded code: a "[module]" tag in kallsyms
+	// ("[bpf]" for JITed programs).
+	loaded []bool
+	// coreEnd is the highest address of the core kernel's text symbols.
+	coreEnd uint64
 }
 
 // KernelSymbols reads /proc/kallsyms. Addresses that are all zero (a
@@ -41,8 +52,9 @@ func KernelSymbols() (*Symbols, error) {
 // dropped (hidden, or not a place a sample can land).
 func ParseKallsyms(r io.Reader) (*Symbols, error) {
 	type sym struct {
-		addr uint64
-		name string
+		addr   uint64
+		name   string
+		loaded bool
 	}
 	var syms []sym
 	sc := bufio.NewScanner(r)
@@ -64,15 +76,18 @@ func ParseKallsyms(r io.Reader) (*Symbols, error) {
 		if a == 0 {
 			continue
 		}
-		syms = append(syms, sym{a, fields[2]})
+		syms = append(syms, sym{a, fields[2], len(fields) > 3 && strings.HasPrefix(fields[3], "[")})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
 	sort.Slice(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
-	s := &Symbols{addrs: make([]uint64, len(syms)), names: make([]string, len(syms))}
+	s := &Symbols{addrs: make([]uint64, len(syms)), names: make([]string, len(syms)), loaded: make([]bool, len(syms))}
 	for i, x := range syms {
-		s.addrs[i], s.names[i] = x.addr, x.name
+		s.addrs[i], s.names[i], s.loaded[i] = x.addr, x.name, x.loaded
+		if !x.loaded {
+			s.coreEnd = max(s.coreEnd, x.addr)
+		}
 	}
 	return s, nil
 }
@@ -87,5 +102,30 @@ func (s *Symbols) Lookup(addr uint64) (string, bool) {
 	return s.names[i-1], true
 }
 
+// Volatile reports whether addr may belong to code loaded after the table
+// was read: it lies past the core kernel's last text symbol, or resolves to
+// a module's or a BPF program's symbol.
+func (s *Symbols) Volatile(addr uint64) bool {
+	if addr > s.coreEnd {
+		return true
+	}
+	i := sort.Search(len(s.addrs), func(i int) bool { return s.addrs[i] > addr })
+	return i > 0 && s.loaded[i-1]
+}
+
 // Len is the number of text symbols.
 func (s *Symbols) Len() int { return len(s.addrs) }
+
+var progSymbol = regexp.MustCompile(`^bpf_prog_([0-9a-f]{16})_(.+)$`)
+
+// ProgSymbol splits a JITed BPF program's kernel symbol,
+// bpf_prog_<16 hex tag>_<name>, into tag and name (name is the program's
+// function name in full where the kernel had its BTF, else the program's
+// 15-byte name).
+func ProgSymbol(sym string) (tag, name string, ok bool) {
+	m := progSymbol.FindStringSubmatch(sym)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}

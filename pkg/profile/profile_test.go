@@ -52,7 +52,6 @@ func TestKallsymsLookup(t *testing.T) {
 
 func TestFoldStack(t *testing.T) {
 	s, _ := ParseKallsyms(strings.NewReader(kallsymsFixture))
-	k := func(v int64) uint64 { return uint64(v) }
 	chain := []uint64{k(perfContextKernel), 0xffffffff81003010, 0xffffffff81001100, k(perfContextUser), 0x401000, 0x402000}
 	if got, want := foldStack("iperf 3", 0, chain, s, nil), "iperf_3;[user];do_syscall_64;tcp_sendmsg"; got != want {
 		t.Errorf("foldStack = %q, want %q", got, want)

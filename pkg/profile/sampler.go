@@ -130,7 +130,91 @@ var (
 
 func kernelSymbolsOnce() (*Symbols, error) {
 	symsOnce.Do(func() { symsVal, symsErr = KernelSymbols() })
+	symsMu.Lock()
+	defer symsMu.Unlock()
 	return symsVal, symsErr
+}
+
+// symsMu guards symsVal once refreshSymbols may replace it.
+var symsMu sync.Mutex
+
+// refreshSymbols reads /proc/kallsyms again and keeps the result for the
+// sessions opened later; on error the old table stays.
+func refreshSymbols() (*Symbols, error) {
+	fresh, err := KernelSymbols()
+	if err != nil {
+		return nil, err
+	}
+	symsMu.Lock()
+	symsVal = fresh
+	symsMu.Unlock()
+	return fresh, nil
+}
+
+// rawKey is a sample as recorded: comm, then the pid (user-space frames
+// are resolved in that process's maps), the IP and the callchain as
+// little-endian words (a comm holds no NUL).
+func rawKey(comm string, pid uint32, ip uint64, chain []uint64) string {
+	b := make([]byte, 0, len(comm)+5+8*(len(chain)+1))
+	b = append(b, comm...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, pid)
+	b = binary.LittleEndian.AppendUint64(b, ip)
+	for _, a := range chain {
+		b = binary.LittleEndian.AppendUint64(b, a)
+	}
+	return string(b)
+}
+
+// parseRawKey undoes rawKey.
+func parseRawKey(k string) (comm string, pid uint32, ip uint64, chain []uint64) {
+	comm, rest, _ := strings.Cut(k, "\x00")
+	if len(rest) < 4 {
+		return comm, 0, 0, nil
+	}
+	pid, rest = binary.LittleEndian.Uint32([]byte(rest[:4])), rest[4:]
+	words := make([]uint64, len(rest)/8)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64([]byte(rest[8*i : 8*i+8]))
+	}
+	if len(words) == 0 {
+		return comm, pid, 0, nil
+	}
+	return comm, pid, words[0], words[1:]
+}
+
+// foldWindow names a window's raw samples. When one of their kernel
+// addresses is Volatile — code a module or the BPF JIT may have loaded
+// after syms was read — the table is read again first (by refresh), so a
+// program loaded since is named and not taken for its neighbour; a failed
+// refresh keeps syms. userFrames, when not nil, gives the user-space frame
+// namer of a sample's process (nil where its comm is not symbolized). It
+// returns the stacks and the table it used.
+func foldWindow(raw map[string]uint64, syms *Symbols, refresh func() (*Symbols, error), userFrames func(comm string, pid uint32) func(uint64) string) (map[string]uint64, *Symbols) {
+	if syms != nil && refresh != nil {
+	scan:
+		for k := range raw {
+			_, _, ip, chain := parseRawKey(k)
+			for _, a := range append([]uint64{ip}, chain...) {
+				if isKernelAddr(a) && int64(a) < perfContextMax && syms.Volatile(a) {
+					if fresh, err := refresh(); err == nil {
+						syms = fresh
+					}
+					break scan
+				}
+			}
+		}
+	}
+	stacks := make(map[string]uint64, len(raw))
+	for k, n := range raw {
+		comm, pid, ip, chain := parseRawKey(k)
+		var userFrame func(uint64) string
+		if userFrames != nil {
+			userFrame = userFrames(comm, pid)
+		}
+		stacks[foldStack(comm, ip, chain, syms, userFrame)] += n
+	}
+	return stacks, syms
 }
 
 // onlineCPUs parses /sys/devices/system/cpu/online ("0-1,4").
@@ -186,8 +270,11 @@ type Session struct {
 	syms  *Symbols
 	rings []ring
 
-	mu      sync.Mutex
-	stacks  map[string]uint64
+	mu sync.Mutex
+	// raw counts the window's samples by comm and raw callchain: they are
+	// named only when the window ends, with a symbol table that knows the
+	// code loaded meanwhile (see Symbols.Volatile).
+	raw     map[string]uint64
 	samples uint64
 	lost    uint64
 	period  uint64
@@ -244,11 +331,24 @@ func Open(o Options) (*Session, error) {
 // Event is the event this session samples.
 func (s *Session) Event() Event { return s.event }
 
+// userFrames gives foldWindow the user-space frame namer of a sample's
+// process: nil unless its comm is UserSymbolized. The window is named when
+// it ends, while the datapath daemon whose maps it reads still runs.
+func (s *Session) userFrames(comm string, pid uint32) func(uint64) string {
+	if !UserSymbolized[comm] {
+		return nil
+	}
+	if s.users == nil {
+		s.users = newUserSyms()
+	}
+	return func(a uint64) string { return s.users.frame(pid, a) }
+}
+
 // Start clears what an earlier window collected and enables every CPU's
 // event.
 func (s *Session) Start() error {
 	s.mu.Lock()
-	s.stacks, s.samples, s.lost, s.period = map[string]uint64{}, 0, 0, 0
+	s.raw, s.samples, s.lost, s.period = map[string]uint64{}, 0, 0, 0
 	s.comms = map[uint32]string{0: "swapper"}
 	s.users = nil
 	s.mu.Unlock()
@@ -288,11 +388,13 @@ func (s *Session) Stop() (*Profile, error) {
 	s.drain()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var stacks map[string]uint64
+	stacks, s.syms = foldWindow(s.raw, s.syms, refreshSymbols, s.userFrames)
 	p := &Profile{
 		Event: s.event, Frequency: s.opts.Frequency, CPUs: len(s.rings), WindowNs: window.Nanoseconds(),
-		Samples: s.samples, Lost: s.lost, PeriodSum: s.period, Stacks: s.stacks,
+		Samples: s.samples, Lost: s.lost, PeriodSum: s.period, Stacks: stacks,
 	}
-	s.stacks = nil
+	s.raw = nil
 	return p, nil
 }
 
@@ -379,15 +481,7 @@ func (s *Session) record(typ uint32, body []byte) {
 		}
 		s.samples++
 		s.period += smp.period
-		comm := s.comm(smp.pid)
-		var userFrame func(uint64) string
-		if UserSymbolized[comm] {
-			if s.users == nil {
-				s.users = newUserSyms()
-			}
-			userFrame = func(a uint64) string { return s.users.frame(smp.pid, a) }
-		}
-		s.stacks[foldStack(comm, smp.ip, smp.chain, s.syms, userFrame)]++
+		s.raw[rawKey(s.comm(smp.pid), smp.pid, smp.ip, smp.chain)]++
 	}
 }
 

@@ -119,6 +119,9 @@ type Share struct {
 type Breakdown struct {
 	Total  uint64  `json:"samples"`
 	Stages []Share `json:"stages"`
+	// Programs tells the BPF programs on the stacks apart (programs.go);
+	// absent when none ran.
+	Programs []ProgramShare `json:"programs,omitempty"`
 }
 
 // Aggregate classifies folded stacks (stack → count) into stages, listed in
@@ -137,6 +140,7 @@ func Aggregate(stacks map[string]uint64) Breakdown {
 	}
 	var b Breakdown
 	b.Total = total
+	b.Programs = aggregatePrograms(stacks, total)
 	for _, s := range sortStages(incl) {
 		sh := Share{Stage: s, Self: self[s], Inclusive: incl[s]}
 		if total > 0 {

@@ -185,5 +185,30 @@ func (r *Report) WriteText(w io.Writer) {
 			cost = strconv.FormatFloat(*c.Total, 'g', 3, 64) + " " + long
 		}
 		fmt.Fprintf(w, "  %-12s %s %sB: %s; %s\n", c.Arm, c.Test, units.FormatSize(c.MsgSize), cost, strings.Join(parts, ", "))
+		if line := programLine(c.Shares, busy); line != "" {
+			fmt.Fprintf(w, "  %-12s   ebpf by program: %s\n", "", line)
+		}
 	}
+}
+
+// programLine tells the ebpf stage's time by program, as shares of the
+// busy CPU like the stages beside it: the six largest, with their role
+// where known ("tail_handle_ipv4 (pod) 4.1%").
+func programLine(b Breakdown, busy uint64) string {
+	var parts []string
+	for _, p := range b.Programs {
+		if p.Self == 0 || busy == 0 {
+			continue
+		}
+		if len(parts) == 6 {
+			parts = append(parts, "…")
+			break
+		}
+		name := p.Name
+		if p.Role != "" {
+			name += " (" + p.Role + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", name, 100*float64(p.Self)/float64(busy)))
+	}
+	return strings.Join(parts, ", ")
 }
