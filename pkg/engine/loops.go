@@ -69,7 +69,7 @@ func ioAll(trap uintptr, fd int, b []byte, phase *atomic.Int32) (bool, error) {
 
 func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 	buf := make([]byte, size)
-	h, fd := s.hist, s.fd
+	h, fd, w := s.hist, s.fd, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -87,6 +87,7 @@ func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 			h.record(t1 - t0)
 			s.txns++
 		}
+		w.tick(1)
 	}
 }
 
@@ -111,13 +112,14 @@ func seqMatches(b []byte, seq uint64) bool {
 func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 	out := make([]byte, size)
 	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
-	h, fd := s.hist, s.fd
+	h, fd, w := s.hist, s.fd, s.where
 	var seq uint64
 	for {
 		ph := phase.Load()
 		if ph == phStop {
 			return nil
 		}
+		w.tick(1)
 		seq++
 		putSeq(out, seq)
 		t0 := nanotime()
@@ -175,7 +177,7 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 	resp := make([]byte, o.MsgSize)
 	sa, af := sockaddr(ip, o.Port)
 	tv := unix.NsecToTimeval(int64(time.Second))
-	h := s.hist
+	h, w := s.hist, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -219,12 +221,13 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 			h.record(t1 - t0)
 			s.txns++
 		}
+		w.tick(1)
 	}
 }
 
 func tcpBWLoop(s *stream, size int, phase *atomic.Int32) error {
 	buf := make([]byte, size)
-	fd := s.fd
+	fd, w := s.fd, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -240,6 +243,7 @@ func tcpBWLoop(s *stream, size int, phase *atomic.Int32) error {
 		if ph == phMeasure {
 			s.bytes += int64(n)
 		}
+		w.tick(int64(n))
 	}
 }
 
@@ -248,7 +252,7 @@ const udpBatch = 64
 
 func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error {
 	b := newBatch(udpBatch, size)
-	fd := s.fd
+	fd, w := s.fd, s.where
 	var seq, mseq uint64
 	pps := rateBps / 8 / float64(size)
 	var rateStart int64
@@ -298,6 +302,7 @@ func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error 
 			return err
 		}
 		rateSent += int64(sent)
+		w.tick(int64(sent))
 		if ph == phMeasure {
 			mseq += uint64(sent)
 			s.sent += int64(sent)

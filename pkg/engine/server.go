@@ -259,6 +259,7 @@ func (s *Server) crrInline(fd int, buf []byte) bool {
 	}
 	_, err = unix.SendmsgN(fd, ss.resp, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	unix.Close(fd)
+	ss.where.samplers[0].tickShared()
 	return err == nil
 }
 
@@ -305,6 +306,7 @@ func (s *Server) handleConn(fd int) {
 			_ = writeFull(fd, ss.resp)
 		}
 		unix.Close(fd)
+		ss.where.samplers[0].tickShared()
 	}
 }
 
@@ -518,6 +520,7 @@ type session struct {
 	wg      sync.WaitGroup
 	stop    atomic.Bool
 
+	where     *placement     // a sampler per stream loop (tcp_crr: one, shared)
 	bytes     []atomic.Int64 // per stream, bytes received (sinks)
 	lastRecv  atomic.Int64   // nanotime of the last measured udp_bw datagram
 	firstRecv atomic.Int64   // nanotime of the first one
@@ -527,6 +530,13 @@ type session struct {
 func newSession(s *Server, id uint32, st Setup) *session {
 	ss := &session{srv: s, id: id, setup: st, fds: map[int]int{},
 		bytes: make([]atomic.Int64, st.Parallel), trackers: make([]*seqTracker, st.Parallel)}
+	// tcp_crr's server answers on the accept loop and on a goroutine per
+	// connection, not on a loop per stream: one sampler, fed by all of them.
+	n := st.Parallel
+	if st.Test == result.TCPCRR {
+		n = 1
+	}
+	ss.where = newPlacement(s.o.FS, st.Test, n)
 	if st.Test == result.TCPCRR {
 		ss.resp = make([]byte, st.MsgSize)
 	}
@@ -611,21 +621,23 @@ func (ss *session) serve(loop func()) {
 }
 
 func (ss *session) runTCP(i, fd int) {
+	w := ss.where.samplers[i]
 	if ss.setup.Test == result.TCPLat {
-		echoTCP(fd, ss.setup.MsgSize, &ss.stop)
+		echoTCP(fd, ss.setup.MsgSize, w, &ss.stop)
 	} else {
-		sinkTCP(fd, &ss.bytes[i], &ss.stop)
+		sinkTCP(fd, &ss.bytes[i], w, &ss.stop)
 	}
 }
 
 func (ss *session) runUDP(i, fd int) {
+	w := ss.where.samplers[i]
 	if ss.setup.Test == result.UDPLat {
-		echoUDP(fd, &ss.stop)
+		echoUDP(fd, w, &ss.stop)
 		return
 	}
 	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS, ss.setup.MsgSize < udpHdrMin)
 	ss.trackers[i] = t
-	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, &ss.stop)
+	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, w, &ss.stop)
 }
 
 // abort ends the session's loops and closes its sockets. Idempotent.
@@ -683,7 +695,7 @@ func (ss *session) snapshot() serverSnap {
 	if ss.setup.Test == result.UDPLat || ss.setup.Test == result.UDPBW {
 		s.udp, s.udpErr = ss.srv.o.FS.ReadUDP()
 	}
-	s.cpu = takeCPU(ss.srv.o.FS)
+	s.cpu = takeCPU(ss.srv.o.FS, ss.where)
 	return s
 }
 
@@ -805,7 +817,7 @@ func readAgain(err error, udp bool, stop *atomic.Bool) bool {
 	return transient && !stop.Load()
 }
 
-func echoTCP(fd, size int, stop *atomic.Bool) {
+func echoTCP(fd, size int, w *cpuSampler, stop *atomic.Bool) {
 	buf := make([]byte, size)
 	off := 0
 	for {
@@ -821,17 +833,18 @@ func echoTCP(fd, size int, stop *atomic.Bool) {
 			continue
 		}
 		off = 0
-		for w := 0; w < size; {
-			n, err := sysWrite(fd, buf[w:])
+		for sent := 0; sent < size; {
+			n, err := sysWrite(fd, buf[sent:])
 			if err != nil && err != unix.EINTR && !(isTimeout(err) && !stop.Load()) {
 				return
 			}
-			w += max(n, 0)
+			sent += max(n, 0)
 		}
+		w.tick(1)
 	}
 }
 
-func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
+func sinkTCP(fd int, bytes *atomic.Int64, w *cpuSampler, stop *atomic.Bool) {
 	buf := make([]byte, 1<<20)
 	for {
 		n, err := unix.Read(fd, buf)
@@ -842,10 +855,11 @@ func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
 			return
 		}
 		bytes.Add(int64(n))
+		w.tick(int64(n))
 	}
 }
 
-func echoUDP(fd int, stop *atomic.Bool) {
+func echoUDP(fd int, w *cpuSampler, stop *atomic.Bool) {
 	buf := make([]byte, 65536)
 	for {
 		n, err := sysRead(fd, buf)
@@ -858,10 +872,11 @@ func echoUDP(fd int, stop *atomic.Bool) {
 		if n > 0 {
 			_, _ = sysWrite(fd, buf[:n])
 		}
+		w.tick(1)
 	}
 }
 
-func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop *atomic.Bool) {
+func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, w *cpuSampler, stop *atomic.Bool) {
 	b := newBatch(64, max(size, udpHelloLen))
 	for {
 		n, err := recvmmsg(fd, b)
@@ -872,6 +887,7 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop
 			return
 		}
 		now := nanotime()
+		w.tick(int64(n))
 		var got int64
 		for i := range n {
 			l := int(b.hdrs[i].n)
