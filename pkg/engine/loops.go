@@ -225,26 +225,51 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 	}
 }
 
+// tcpBWLoop writes size bytes per call, what iperf3 -l asks of each of its
+// writes. Through RawSyscall, as the latency loops: with the runtime's
+// Syscall, a write that blocked on a full send buffer could lose its P and,
+// taking an idle one on return, wake sysmon: a sched_switch profile of
+// tcp_bw 128K showed both sides' sysmon threads sleeping and waking
+// thousands of times a second, each time taking a CPU from a 2-CPU host's
+// sender or receiver (docs/engine.md). A write cut short (the preemption signal
+// the runtime then sends every ~10 ms) is finished by the next call before
+// a new block starts, as iperf3 finishes a partial one.
 func tcpBWLoop(s *stream, size int, phase *atomic.Int32) error {
-	buf := make([]byte, size)
+	buf := payload(size)
 	fd, w := s.fd, s.where
+	off := 0
 	for {
 		ph := phase.Load()
 		if ph == phStop {
 			return nil
 		}
-		n, err := unix.Write(fd, buf)
+		n, err := sysWrite(fd, buf[off:])
 		if err != nil {
 			if err == unix.EINTR || isTimeout(err) {
 				continue
 			}
 			return err
 		}
+		if off += n; off == size {
+			off = 0
+		}
 		if ph == phMeasure {
 			s.bytes += int64(n)
 		}
 		w.tick(int64(n))
 	}
+}
+
+// payload returns a size-byte buffer written through once. A buffer never
+// written may still be backed by the kernel's shared zero page, which every
+// copy would read from one cached page; iperf3 fills its own (with random
+// bytes). The content itself is never looked at.
+func payload(size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	return b
 }
 
 // udpBatch is how many datagrams one sendmmsg call carries.

@@ -567,8 +567,11 @@ func (ss *session) attachTCP(i, fd int) bool {
 	}
 	// Short timeouts let the loop notice the session's end.
 	_ = setTimeouts(fd, 100*time.Millisecond, time.Second)
-	if ss.setup.Test == result.TCPLat {
+	switch ss.setup.Test {
+	case result.TCPLat:
 		_ = setNoDelay(fd)
+	case result.TCPBW:
+		setRcvLowat(fd)
 	}
 	return true
 }
@@ -844,10 +847,41 @@ func echoTCP(fd, size int, w *cpuSampler, stop *atomic.Bool) {
 	}
 }
 
+// tcpReadSize bounds one read of a tcp_bw receiver (iperf3 reads its write
+// size, -l). A reader that asks for everything queued drains the queue at
+// every read, then sleeps until the sender's softirq wakes it again: with
+// 1 MiB reads the receiver made 2,800–3,600 context switches per GB, with
+// 128 KiB reads 460–2,300 (one interleaved A/B at 128 KiB writes); 256 KiB
+// streamed faster than 128 KiB, 512 KiB and 1 MiB in the A/B rounds of
+// docs/engine.md.
+const tcpReadSize = 256 << 10
+
+// tcpLowat is the SO_RCVLOWAT of a tcp_bw receiving socket: its reader
+// sleeps until this much is queued instead of being woken for each segment
+// the sender's softirq delivers (every write, at 16 KiB writes), and every
+// wake-up the sender's CPU does not make is CPU it streams with. It bounds
+// how far the receiver's count can trail the bytes delivered at a mark.
+const tcpLowat = 64 << 10
+
+// setRcvLowat sets fd's SO_RCVLOWAT to tcpLowat, or to half the socket's
+// receive buffer if that is less: the kernel grows a buffer that cannot hold
+// twice the mark and clamps the window to the mark (tcp_set_rcvlowat), which
+// would override a lab's socket-buffer knob. A failure leaves the default (1),
+// which only costs wake-ups.
+func setRcvLowat(fd int) {
+	rcvbuf, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, min(tcpLowat, rcvbuf/2))
+}
+
+// sinkTCP reads and counts every byte of a tcp_bw stream, through
+// RawSyscall for the reason tcpBWLoop writes through it.
 func sinkTCP(fd int, bytes *atomic.Int64, w *cpuSampler, stop *atomic.Bool) {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, tcpReadSize)
 	for {
-		n, err := unix.Read(fd, buf)
+		n, err := sysRead(fd, buf)
 		if readAgain(err, false, stop) {
 			continue
 		}
