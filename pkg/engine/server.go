@@ -571,7 +571,9 @@ func (ss *session) attachTCP(i, fd int) bool {
 	case result.TCPLat:
 		_ = setNoDelay(fd)
 	case result.TCPBW:
-		setRcvLowat(fd)
+		if ss.setup.MsgSize >= tcpLowat {
+			setRcvLowat(fd)
+		}
 	}
 	return true
 }
@@ -851,16 +853,24 @@ func echoTCP(fd, size int, w *cpuSampler, stop *atomic.Bool) {
 // size, -l). A reader that asks for everything queued drains the queue at
 // every read, then sleeps until the sender's softirq wakes it again: with
 // 1 MiB reads the receiver made 2,800–3,600 context switches per GB, with
-// 128 KiB reads 460–2,300 (one interleaved A/B at 128 KiB writes); 256 KiB
-// streamed faster than 128 KiB, 512 KiB and 1 MiB in the A/B rounds of
-// docs/engine.md.
-const tcpReadSize = 256 << 10
+// 128 KiB reads 460–2,300 (one interleaved A/B at 128 KiB writes). With the
+// 64 KiB low-water mark (tcpLowat), client and server pinned, 128 KiB reads
+// streamed faster than 256 KiB, 512 KiB or 1 MiB reads at 128 KiB writes
+// (23.2–24.6 Gb/s vs 20.8–20.9 for 256 KiB in the two quiet rounds of
+// 23:10–23:12 on 2026-11-26) and no slower at 64 KiB and 1 MiB writes.
+const tcpReadSize = 128 << 10
 
 // tcpLowat is the SO_RCVLOWAT of a tcp_bw receiving socket: its reader
 // sleeps until this much is queued instead of being woken for each segment
 // the sender's softirq delivers (every write, at 16 KiB writes), and every
 // wake-up the sender's CPU does not make is CPU it streams with. It bounds
 // how far the receiver's count can trail the bytes delivered at a mark.
+// Only streams of writes at least this large get it: below, any mark
+// (the write size, half of it, 64 KiB) streamed slower than none — at 16
+// KiB writes, pinned client and server, three interleaved rounds (22:47–
+// 22:52 on 2026-11-26): none 5.3–6.0 Gb/s, 64 KiB 3.7–4.9, one write 4.1–
+// 4.5, iperf3 4.8–5.1 — while at 64 KiB writes the 64 KiB mark streamed
+// 21–24 Gb/s and none 11.6–18.6.
 const tcpLowat = 64 << 10
 
 // setRcvLowat sets fd's SO_RCVLOWAT to tcpLowat, or to half the socket's
