@@ -109,6 +109,7 @@ type stream struct {
 	sent    int64 // udp datagrams (measured)
 	lost    int64 // udp_lat: no reply within the timeout
 	late    int64 // udp_lat: replies that came after their timeout
+	where   *cpuSampler
 	err     error
 	retrans [2]int64
 }
@@ -204,6 +205,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 	r.Env = result.Env{Client: &clientEnv, Server: w.Env}
 
 	streams := make([]*stream, o.Parallel)
+	where := newPlacement(o.FS, o.Test, o.Parallel)
 	defer func() {
 		for _, s := range streams {
 			if s != nil && s.fd >= 0 {
@@ -212,7 +214,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 		}
 	}()
 	for i := range streams {
-		s := &stream{fd: -1, hist: newLatHist()}
+		s := &stream{fd: -1, hist: newLatHist(), where: where.samplers[i]}
 		streams[i] = s
 		switch o.Test {
 		case result.TCPLat, result.TCPBW:
@@ -254,7 +256,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 		return abort(ctx.Err())
 	}
 	_ = c.SetDeadline(time.Now().Add(o.Duration + 30*time.Second))
-	a := takeCPU(o.FS)
+	a := takeCPU(o.FS, where)
 	retransAt(streams, 0, o.Test)
 	phase.Store(phPause)
 	if err := writeMsg(c, &Msg{Type: msgStart}); err != nil {
@@ -272,7 +274,7 @@ func Run(ctx context.Context, o ClientOptions) (*result.Result, error) {
 		return abort(ctx.Err())
 	}
 	phase.Store(phStop)
-	b := takeCPU(o.FS)
+	b := takeCPU(o.FS, where)
 	retransAt(streams, 1, o.Test)
 	wg.Wait()
 	for i, s := range streams {

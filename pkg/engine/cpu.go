@@ -12,10 +12,12 @@ type cpuSnap struct {
 	rusageErr error
 	stat      *sysinfo.Stat
 	statErr   error
+	ran       ranSnap // where the side's loops ran, sampled
 }
 
-func takeCPU(fs sysinfo.FS) cpuSnap {
-	s := cpuSnap{wall: nanotime()}
+// takeCPU snapshots this side's CPU counters and where's placement samples.
+func takeCPU(fs sysinfo.FS, where *placement) cpuSnap {
+	s := cpuSnap{wall: nanotime(), ran: where.snap()}
 	u, sy, err := sysinfo.ProcessCPU()
 	s.user, s.sys, s.rusageErr = u.Seconds(), sy.Seconds(), err
 	s.stat, s.statErr = fs.ReadStat()
@@ -27,6 +29,11 @@ func takeCPU(fs sysinfo.FS) cpuSnap {
 // receives field names (relative to the side) and reasons.
 func cpuSide(a, b cpuSnap, txns, bytes int64, missing map[string]string) *result.CPUSide {
 	c := &result.CPUSide{}
+	if ran, why := ranOn(a.ran, b.ran); why != "" {
+		missing["ran_on"] = why
+	} else {
+		c.RanOn = ran
+	}
 	wall := float64(b.wall-a.wall) / 1e9
 	if a.rusageErr != nil || b.rusageErr != nil {
 		for _, f := range []string{"process_seconds", "process_user_seconds", "process_system_seconds", "process_pct", "us_per_transaction", "seconds_per_gb"} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +82,9 @@ func checkResult(t *testing.T, r *result.Result, test string, par int, rate floa
 	if r.CPU == nil || r.CPU.Client == nil || r.CPU.Server == nil || r.CPU.Client.ProcessSeconds == nil || r.CPU.Server.ProcessSeconds == nil {
 		t.Fatalf("cpu %+v", r.CPU)
 	}
+	for side, c := range map[string]*result.CPUSide{"client": r.CPU.Client, "server": r.CPU.Server} {
+		checkRanOn(t, side, c.RanOn, r.Missing["cpu."+side+".ran_on"])
+	}
 	if par > 1 && len(r.Streams) != par {
 		t.Errorf("%d streams, want %d", len(r.Streams), par)
 	}
@@ -139,6 +144,26 @@ func checkResult(t *testing.T, r *result.Result, test string, par int, rate floa
 		if r.Missing[p] == "" {
 			t.Errorf("missing %s without a reason", p)
 		}
+	}
+}
+
+// checkRanOn asserts a side's placement samples: shares of real CPUs that
+// sum to 100, largest first.
+func checkRanOn(t *testing.T, side string, ran []result.CPUShare, why string) {
+	t.Helper()
+	if len(ran) == 0 {
+		t.Errorf("%s ran_on empty (missing: %q)", side, why)
+		return
+	}
+	var sum float64
+	for i, s := range ran {
+		sum += s.Pct
+		if s.CPU < 0 || s.CPU >= runtime.NumCPU() || s.Pct <= 0 || (i > 0 && s.Pct > ran[i-1].Pct) {
+			t.Errorf("%s ran_on %v: share %d out of place", side, ran, i)
+		}
+	}
+	if math.Abs(sum-100) > 1e-6 {
+		t.Errorf("%s ran_on %v sums to %v", side, ran, sum)
 	}
 }
 

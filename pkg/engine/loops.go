@@ -69,7 +69,7 @@ func ioAll(trap uintptr, fd int, b []byte, phase *atomic.Int32) (bool, error) {
 
 func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 	buf := make([]byte, size)
-	h, fd := s.hist, s.fd
+	h, fd, w := s.hist, s.fd, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -87,6 +87,7 @@ func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 			h.record(t1 - t0)
 			s.txns++
 		}
+		w.tick(1)
 	}
 }
 
@@ -111,13 +112,14 @@ func seqMatches(b []byte, seq uint64) bool {
 func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 	out := make([]byte, size)
 	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
-	h, fd := s.hist, s.fd
+	h, fd, w := s.hist, s.fd, s.where
 	var seq uint64
 	for {
 		ph := phase.Load()
 		if ph == phStop {
 			return nil
 		}
+		w.tick(1)
 		seq++
 		putSeq(out, seq)
 		t0 := nanotime()
@@ -175,7 +177,7 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 	resp := make([]byte, o.MsgSize)
 	sa, af := sockaddr(ip, o.Port)
 	tv := unix.NsecToTimeval(int64(time.Second))
-	h := s.hist
+	h, w := s.hist, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -219,28 +221,55 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 			h.record(t1 - t0)
 			s.txns++
 		}
+		w.tick(1)
 	}
 }
 
+// tcpBWLoop writes size bytes per call, what iperf3 -l asks of each of its
+// writes. Through RawSyscall, as the latency loops: with the runtime's
+// Syscall, a write that blocked on a full send buffer could lose its P and,
+// taking an idle one on return, wake sysmon: a sched_switch profile of
+// tcp_bw 128K showed both sides' sysmon threads sleeping and waking
+// thousands of times a second, each time taking a CPU from a 2-CPU host's
+// sender or receiver (docs/engine.md). A write cut short (the preemption signal
+// the runtime then sends every ~10 ms) is finished by the next call before
+// a new block starts, as iperf3 finishes a partial one.
 func tcpBWLoop(s *stream, size int, phase *atomic.Int32) error {
-	buf := make([]byte, size)
-	fd := s.fd
+	buf := payload(size)
+	fd, w := s.fd, s.where
+	off := 0
 	for {
 		ph := phase.Load()
 		if ph == phStop {
 			return nil
 		}
-		n, err := unix.Write(fd, buf)
+		n, err := sysWrite(fd, buf[off:])
 		if err != nil {
 			if err == unix.EINTR || isTimeout(err) {
 				continue
 			}
 			return err
 		}
+		if off += n; off == size {
+			off = 0
+		}
 		if ph == phMeasure {
 			s.bytes += int64(n)
 		}
+		w.tick(int64(n))
 	}
+}
+
+// payload returns a size-byte buffer written through once. A buffer never
+// written may still be backed by the kernel's shared zero page, which every
+// copy would read from one cached page; iperf3 fills its own (with random
+// bytes). The content itself is never looked at.
+func payload(size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	return b
 }
 
 // udpBatch is how many datagrams one sendmmsg call carries.
@@ -248,7 +277,7 @@ const udpBatch = 64
 
 func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error {
 	b := newBatch(udpBatch, size)
-	fd := s.fd
+	fd, w := s.fd, s.where
 	var seq, mseq uint64
 	pps := rateBps / 8 / float64(size)
 	var rateStart int64
@@ -298,6 +327,7 @@ func udpBWLoop(s *stream, size int, rateBps float64, phase *atomic.Int32) error 
 			return err
 		}
 		rateSent += int64(sent)
+		w.tick(int64(sent))
 		if ph == phMeasure {
 			mseq += uint64(sent)
 			s.sent += int64(sent)

@@ -13,7 +13,8 @@ import (
 
 // ProtoVersion is the wire protocol version. Client and server refuse to
 // talk across versions; bump it on any change to the messages below.
-const ProtoVersion = 3
+// Version 4: the report's cpu carries ran_on, where the server's loops ran.
+const ProtoVersion = 4
 
 // DefaultPort is the one port number a server uses for TCP and UDP alike, so
 // a Kubernetes Service or a firewall rule names a single port.
@@ -146,6 +147,8 @@ type Setup struct {
 
 // Report is the server's side of a measurement.
 type Report struct {
+	// CPU is the server's side of result.CPU, with RanOn: where this
+	// session's loops ran (protocol 4).
 	CPU *result.CPUSide `json:"cpu"`
 	// Seconds between the start and stop marks on the server's clock.
 	Seconds float64 `json:"seconds"`

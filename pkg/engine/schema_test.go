@@ -50,16 +50,17 @@ func TestJSONFieldNames(t *testing.T) {
 			{"latency", "rtt_ns", "mean"}, {"latency", "rtt_ns", "p50"}, {"latency", "rtt_ns", "p99_9"}, {"latency", "rtt_ns", "stddev"},
 			{"latency", "one_way_ns", "mean"}, {"latency", "cdf"}, {"transactions", "per_sec"}, {"tcp", "retransmits"},
 			{"cpu", "client", "process_seconds"}, {"cpu", "server", "softirq_pct"}, {"cpu", "server", "us_per_transaction"},
+			{"cpu", "client", "ran_on"}, {"cpu", "server", "ran_on"},
 			{"env", "server", "kernel"}, {"env", "client", "cnibench_version"}, {"duration_seconds"}, {"warmup_seconds"},
 		},
 		result.TCPBW: {
 			{"throughput", "sender_bps"}, {"throughput", "receiver_bps"}, {"throughput", "bytes_received"},
-			{"cpu", "client", "seconds_per_gb"}, {"cpu", "server", "seconds_per_gb"},
+			{"cpu", "client", "seconds_per_gb"}, {"cpu", "server", "seconds_per_gb"}, {"cpu", "server", "ran_on"},
 		},
 		result.UDPBW: {
 			{"udp", "sent"}, {"udp", "received"}, {"udp", "lost"}, {"udp", "out_of_order"}, {"udp", "duplicated"},
 			{"udp", "loss_pct"}, {"udp", "jitter_ns"}, {"udp", "kernel_rcvbuf_errors"}, {"udp", "kernel_in_errors"},
-			{"throughput", "receiver_pps"}, {"throughput", "sender_pps"},
+			{"throughput", "receiver_pps"}, {"throughput", "sender_pps"}, {"cpu", "client", "ran_on"},
 		},
 	}
 	for test, paths := range present {

@@ -259,6 +259,7 @@ func (s *Server) crrInline(fd int, buf []byte) bool {
 	}
 	_, err = unix.SendmsgN(fd, ss.resp, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	unix.Close(fd)
+	ss.where.samplers[0].tickShared()
 	return err == nil
 }
 
@@ -305,6 +306,7 @@ func (s *Server) handleConn(fd int) {
 			_ = writeFull(fd, ss.resp)
 		}
 		unix.Close(fd)
+		ss.where.samplers[0].tickShared()
 	}
 }
 
@@ -518,6 +520,7 @@ type session struct {
 	wg      sync.WaitGroup
 	stop    atomic.Bool
 
+	where     *placement     // a sampler per stream loop (tcp_crr: one, shared)
 	bytes     []atomic.Int64 // per stream, bytes received (sinks)
 	lastRecv  atomic.Int64   // nanotime of the last measured udp_bw datagram
 	firstRecv atomic.Int64   // nanotime of the first one
@@ -527,6 +530,13 @@ type session struct {
 func newSession(s *Server, id uint32, st Setup) *session {
 	ss := &session{srv: s, id: id, setup: st, fds: map[int]int{},
 		bytes: make([]atomic.Int64, st.Parallel), trackers: make([]*seqTracker, st.Parallel)}
+	// tcp_crr's server answers on the accept loop and on a goroutine per
+	// connection, not on a loop per stream: one sampler, fed by all of them.
+	n := st.Parallel
+	if st.Test == result.TCPCRR {
+		n = 1
+	}
+	ss.where = newPlacement(s.o.FS, st.Test, n)
 	if st.Test == result.TCPCRR {
 		ss.resp = make([]byte, st.MsgSize)
 	}
@@ -557,8 +567,13 @@ func (ss *session) attachTCP(i, fd int) bool {
 	}
 	// Short timeouts let the loop notice the session's end.
 	_ = setTimeouts(fd, 100*time.Millisecond, time.Second)
-	if ss.setup.Test == result.TCPLat {
+	switch ss.setup.Test {
+	case result.TCPLat:
 		_ = setNoDelay(fd)
+	case result.TCPBW:
+		if ss.setup.MsgSize >= tcpLowat {
+			setRcvLowat(fd)
+		}
 	}
 	return true
 }
@@ -611,21 +626,23 @@ func (ss *session) serve(loop func()) {
 }
 
 func (ss *session) runTCP(i, fd int) {
+	w := ss.where.samplers[i]
 	if ss.setup.Test == result.TCPLat {
-		echoTCP(fd, ss.setup.MsgSize, &ss.stop)
+		echoTCP(fd, ss.setup.MsgSize, w, &ss.stop)
 	} else {
-		sinkTCP(fd, &ss.bytes[i], &ss.stop)
+		sinkTCP(fd, &ss.bytes[i], w, &ss.stop)
 	}
 }
 
 func (ss *session) runUDP(i, fd int) {
+	w := ss.where.samplers[i]
 	if ss.setup.Test == result.UDPLat {
-		echoUDP(fd, &ss.stop)
+		echoUDP(fd, w, &ss.stop)
 		return
 	}
 	t := newSeqTracker(ss.setup.MsgSize >= udpHdrTS, ss.setup.MsgSize < udpHdrMin)
 	ss.trackers[i] = t
-	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, &ss.stop)
+	sinkUDP(fd, ss.setup.MsgSize, t, &ss.bytes[i], &ss.firstRecv, &ss.lastRecv, w, &ss.stop)
 }
 
 // abort ends the session's loops and closes its sockets. Idempotent.
@@ -683,7 +700,7 @@ func (ss *session) snapshot() serverSnap {
 	if ss.setup.Test == result.UDPLat || ss.setup.Test == result.UDPBW {
 		s.udp, s.udpErr = ss.srv.o.FS.ReadUDP()
 	}
-	s.cpu = takeCPU(ss.srv.o.FS)
+	s.cpu = takeCPU(ss.srv.o.FS, ss.where)
 	return s
 }
 
@@ -805,7 +822,7 @@ func readAgain(err error, udp bool, stop *atomic.Bool) bool {
 	return transient && !stop.Load()
 }
 
-func echoTCP(fd, size int, stop *atomic.Bool) {
+func echoTCP(fd, size int, w *cpuSampler, stop *atomic.Bool) {
 	buf := make([]byte, size)
 	off := 0
 	for {
@@ -821,20 +838,60 @@ func echoTCP(fd, size int, stop *atomic.Bool) {
 			continue
 		}
 		off = 0
-		for w := 0; w < size; {
-			n, err := sysWrite(fd, buf[w:])
+		for sent := 0; sent < size; {
+			n, err := sysWrite(fd, buf[sent:])
 			if err != nil && err != unix.EINTR && !(isTimeout(err) && !stop.Load()) {
 				return
 			}
-			w += max(n, 0)
+			sent += max(n, 0)
 		}
+		w.tick(1)
 	}
 }
 
-func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
-	buf := make([]byte, 1<<20)
+// tcpReadSize bounds one read of a tcp_bw receiver (iperf3 reads its write
+// size, -l). A reader that asks for everything queued drains the queue at
+// every read, then sleeps until the sender's softirq wakes it again: with
+// 1 MiB reads the receiver made 2,800–3,600 context switches per GB, with
+// 128 KiB reads 460–2,300 (one interleaved A/B at 128 KiB writes). With the
+// 64 KiB low-water mark (tcpLowat), client and server pinned, 128 KiB reads
+// streamed faster than 256 KiB, 512 KiB or 1 MiB reads at 128 KiB writes
+// (23.2–24.6 Gb/s vs 20.8–20.9 for 256 KiB in the two quiet rounds of
+// 23:10–23:12 on 2026-11-26) and no slower at 64 KiB and 1 MiB writes.
+const tcpReadSize = 128 << 10
+
+// tcpLowat is the SO_RCVLOWAT of a tcp_bw receiving socket: its reader
+// sleeps until this much is queued instead of being woken for each segment
+// the sender's softirq delivers (every write, at 16 KiB writes), and every
+// wake-up the sender's CPU does not make is CPU it streams with. It bounds
+// how far the receiver's count can trail the bytes delivered at a mark.
+// Only streams of writes at least this large get it: below, any mark
+// (the write size, half of it, 64 KiB) streamed slower than none — at 16
+// KiB writes, pinned client and server, three interleaved rounds (22:47–
+// 22:52 on 2026-11-26): none 5.3–6.0 Gb/s, 64 KiB 3.7–4.9, one write 4.1–
+// 4.5, iperf3 4.8–5.1 — while at 64 KiB writes the 64 KiB mark streamed
+// 21–24 Gb/s and none 11.6–18.6.
+const tcpLowat = 64 << 10
+
+// setRcvLowat sets fd's SO_RCVLOWAT to tcpLowat, or to half the socket's
+// receive buffer if that is less: the kernel grows a buffer that cannot hold
+// twice the mark and clamps the window to the mark (tcp_set_rcvlowat), which
+// would override a lab's socket-buffer knob. A failure leaves the default (1),
+// which only costs wake-ups.
+func setRcvLowat(fd int) {
+	rcvbuf, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, min(tcpLowat, rcvbuf/2))
+}
+
+// sinkTCP reads and counts every byte of a tcp_bw stream, through
+// RawSyscall for the reason tcpBWLoop writes through it.
+func sinkTCP(fd int, bytes *atomic.Int64, w *cpuSampler, stop *atomic.Bool) {
+	buf := make([]byte, tcpReadSize)
 	for {
-		n, err := unix.Read(fd, buf)
+		n, err := sysRead(fd, buf)
 		if readAgain(err, false, stop) {
 			continue
 		}
@@ -842,10 +899,11 @@ func sinkTCP(fd int, bytes *atomic.Int64, stop *atomic.Bool) {
 			return
 		}
 		bytes.Add(int64(n))
+		w.tick(int64(n))
 	}
 }
 
-func echoUDP(fd int, stop *atomic.Bool) {
+func echoUDP(fd int, w *cpuSampler, stop *atomic.Bool) {
 	buf := make([]byte, 65536)
 	for {
 		n, err := sysRead(fd, buf)
@@ -858,10 +916,11 @@ func echoUDP(fd int, stop *atomic.Bool) {
 		if n > 0 {
 			_, _ = sysWrite(fd, buf[:n])
 		}
+		w.tick(1)
 	}
 }
 
-func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop *atomic.Bool) {
+func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, w *cpuSampler, stop *atomic.Bool) {
 	b := newBatch(64, max(size, udpHelloLen))
 	for {
 		n, err := recvmmsg(fd, b)
@@ -872,6 +931,7 @@ func sinkUDP(fd, size int, t *seqTracker, bytes, first, last *atomic.Int64, stop
 			return
 		}
 		now := nanotime()
+		w.tick(int64(n))
 		var got int64
 		for i := range n {
 			l := int(b.hdrs[i].n)

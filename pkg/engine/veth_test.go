@@ -469,3 +469,57 @@ func softnetDrops(t *testing.T) uint64 {
 	}
 	return sum
 }
+
+// TestPrivRcvLowatKeepsTheBuffer: a tcp_bw receiving socket's low-water mark
+// is tcpLowat where the buffer holds twice that (the default), and half the
+// buffer where it does not (a lab's small tcp_rmem), and setting it never
+// grows the buffer: the kernel grows it, and clamps the window to the mark,
+// when the buffer cannot hold twice the mark.
+func TestPrivRcvLowatKeepsTheBuffer(t *testing.T) {
+	p := testns.NewPair(t)
+	for _, tc := range []struct {
+		rmem  string // net.ipv4.tcp_rmem in the receiver's namespace
+		lowat int
+	}{
+		{"4096 131072 6291456", tcpLowat},
+		{"4096 16384 65536", 8192},
+	} {
+		var lfd int
+		err := netns.Do(p.A, func() error {
+			if err := os.WriteFile("/proc/sys/net/ipv4/tcp_rmem", []byte(tc.rmem), 0o644); err != nil {
+				return err
+			}
+			var err error
+			lfd, err = listenTCP(p.AIP, 0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, err := unix.Getsockname(lfd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfd int
+		if err := netns.Do(p.B, func() error {
+			cfd, err = dialTCP(p.AIP, sa.(*unix.SockaddrInet4).Port, 5*time.Second)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		setRcvLowat(fd)
+		after, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		lowat, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT)
+		if err != nil || lowat != tc.lowat || after != before {
+			t.Errorf("tcp_rmem %q: SO_RCVLOWAT %d (%v), want %d; SO_RCVBUF %d before, %d after", tc.rmem, lowat, err, tc.lowat, before, after)
+		}
+		for _, f := range []int{fd, cfd, lfd} {
+			unix.Close(f)
+		}
+	}
+}

@@ -223,3 +223,39 @@ func ProcessCPU() (user, sys time.Duration, err error) {
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), nil
 }
+
+// PossibleCPUs is one more than the highest CPU number this kernel can ever
+// use (<sys>/devices/system/cpu/possible, a list such as "0-3,8-11"): every
+// CPU number getcpu(2) can return is below it, online or not yet.
+func (fs FS) PossibleCPUs() (int, error) {
+	b, err := os.ReadFile(filepath.Join(fs.Sys, "devices", "system", "cpu", "possible"))
+	if err != nil {
+		return 0, fmt.Errorf("read possible cpus: %w", err)
+	}
+	return parseCPUList(string(b))
+}
+
+// parseCPUList returns one more than the highest CPU number of a kernel
+// CPU list ("0", "0-1", "0-3,8-11").
+func parseCPUList(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, errors.New("parse cpu list: empty")
+	}
+	top := -1
+	for _, r := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0, fmt.Errorf("parse cpu list %q: bad number %q", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("parse cpu list %q: bad range %q", s, r)
+			}
+		}
+		top = max(top, b)
+	}
+	return top + 1, nil
+}

@@ -121,3 +121,22 @@ func TestProcessCPU(t *testing.T) {
 		t.Errorf("rusage did not move: %v %v -> %v %v", u0, s0, u1, s1)
 	}
 }
+
+func TestPossibleCPUs(t *testing.T) {
+	if n, err := Root("testdata/host1").PossibleCPUs(); err != nil || n != 2 {
+		t.Errorf("host1: %d, %v; want 2", n, err)
+	}
+	if _, err := Root("testdata/nope").PossibleCPUs(); err == nil {
+		t.Error("missing file accepted")
+	}
+	for in, want := range map[string]int{"0": 1, "0-1\n": 2, "0-3,8-11": 12, "4,0-1": 5} {
+		if n, err := parseCPUList(in); err != nil || n != want {
+			t.Errorf("%q: %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "3-1", "0-", "-1", "0,,1"} {
+		if n, err := parseCPUList(in); err == nil {
+			t.Errorf("%q accepted as %d", in, n)
+		}
+	}
+}

@@ -1,14 +1,19 @@
 package builtin
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/drivertest"
+	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/driver"
+	"github.com/cnibench/cnibench/pkg/result"
 )
 
 var golden = drivertest.Goldens{Driver: Driver{}, Port: 17420}
@@ -87,4 +92,47 @@ func TestPrivEndToEnd(t *testing.T) {
 	drivertest.CheckCommon(t, rs[0])
 	drivertest.CheckLatency(t, rs[0])
 	drivertest.CheckBandwidth(t, rs[1])
+}
+
+// TestPrivRanOnPinned pins the client to one CPU and the server to another
+// (driver.Spec.ClientCPU/ServerCPU, the placement `--cpus` gives a run) and
+// checks that every test's ran_on puts each side 100 % on its own CPU; then
+// the other way round, so a sampler that reported a fixed CPU, the process's
+// first thread's or the other side's would fail.
+func TestPrivRanOnPinned(t *testing.T) {
+	testns.NeedRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	Binary = testns.Binary(t)
+	t.Cleanup(func() { Binary = "" })
+	p := testns.NewPair(t)
+	first, last := 0, runtime.NumCPU()-1
+	for _, cpus := range [][2]int{{first, last}, {last, first}} {
+		for _, test := range result.Tests {
+			spec := driver.Spec{Server: p.AIP.String(), Port: 17492, Test: test, MsgSize: 64,
+				Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, ClientCPU: &cpus[0], ServerCPU: &cpus[1]}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			r, err := driver.Measure(ctx, Driver{}, spec, p.A, p.B)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s client on cpu %d, server on cpu %d: %v", test, cpus[0], cpus[1], err)
+			}
+			for side, cpu := range map[string]int{"client": cpus[0], "server": cpus[1]} {
+				c := r.CPU.Client
+				if side == "server" {
+					c = r.CPU.Server
+				}
+				want := []result.CPUShare{{CPU: cpu, Pct: 100}}
+				if c == nil || !reflect.DeepEqual(c.RanOn, want) {
+					var got any
+					if c != nil {
+						got = c.RanOn
+					}
+					t.Errorf("%s pinned to cpu %d: %s ran_on %v, want %v (missing: %q)",
+						test, cpu, side, got, want, r.Missing["cpu."+side+".ran_on"])
+				}
+			}
+		}
+	}
 }
