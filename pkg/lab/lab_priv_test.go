@@ -494,3 +494,55 @@ func TestPrivOVSSockBuf(t *testing.T) {
 		t.Errorf("found %d OVS packet sockets on the lab's ports, want 2:\n%s", found, out)
 	}
 }
+
+// TestPrivCleanSparesLiveRun: `lab clean` on a shared machine leaves the
+// labs of a process that is still running (another `cnibench run`
+// measuring), says so and exits non-zero; once that process is gone the
+// same clean removes them. A pid reused by a process that started after the
+// lab was created is not its owner.
+func TestPrivCleanSparesLiveRun(t *testing.T) {
+	testns.NeedRoot(t)
+	bin := testns.Binary(t)
+	owner := exec.Command("sleep", "120")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = owner.Process.Kill(); _ = owner.Wait() }()
+	time.Sleep(20 * time.Millisecond) // the lab is created after its owner started
+	name := "live-" + runid.New()
+	if out, err := exec.Command(bin, "lab", "up", "veth", "--name", name).CombinedOutput(); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	l, err := Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = CleanID(context.Background(), l.ID) }()
+	l.PID = owner.Process.Pid
+	if err := l.save(); err != nil {
+		t.Fatal(err)
+	}
+	// Only --id: a test must not sweep what parallel tests (or others on
+	// this host) have up; Clean and CleanID share the rule (clean()).
+	for _, args := range [][]string{{"lab", "clean", "--id", l.ID}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), fmt.Sprintf("process %d (sleep) that built it still runs", owner.Process.Pid)) {
+			t.Errorf("%v with the owner running: %v\n%s", args, err, out)
+		}
+		if len(leftovers(t, l.ID)) == 0 {
+			t.Fatalf("%v removed a running process's lab:\n%s", args, out)
+		}
+	}
+	// A process started after the lab was made cannot be its builder.
+	late := exec.Command("sleep", "120")
+	if err := late.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Process.Kill(); _ = late.Wait() }()
+	l.PID, l.Created = late.Process.Pid, time.Now().Add(-time.Hour)
+	if err := l.save(); err != nil {
+		t.Fatal(err)
+	}
+	labClean(t, bin, l.ID)
+	assertClean(t, l.ID)
+}

@@ -1,12 +1,14 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +134,18 @@ func CleanID(ctx context.Context, id string) ([]string, error) {
 func clean(ctx context.Context, match func(id string) bool, all bool) ([]string, error) {
 	var removed []string
 	var errs []error
+	// A lab whose builder still runs — a `cnibench run` measuring beside
+	// this clean, on a machine other people and jobs share — is not a
+	// leftover: its run id is left alone, and the error names the process.
+	if live := liveOwners(); len(live) > 0 {
+		for id, l := range live {
+			if match(id) {
+				errs = append(errs, fmt.Errorf("lab %s (run id %s): %w: process %d (%s) that built it still runs; stop it (or let it finish), then run `cnibench lab clean` again", l.Name, id, ErrOwnerRunning, l.PID, procComm(l.PID)))
+			}
+		}
+		inner := match
+		match = func(id string) bool { _, ok := live[id]; return !ok && inner(id) }
+	}
 	// Processes first: a cnibench killed mid-measurement leaves its server
 	// and tool children running inside the lab's namespaces, where they
 	// would keep each namespace (and the host state it pins) alive.
@@ -330,4 +344,72 @@ func remaining(ours func(string) bool, failed map[string]bool) []error {
 		}
 	}
 	return left
+}
+
+// ErrOwnerRunning is wrapped when Clean leaves a lab because the process
+// that built it is still running.
+var ErrOwnerRunning = errors.New("still in use")
+
+// liveOwners maps run ids to a lab of theirs whose builder is another
+// process still running: one that started no later than the lab was
+// created, so a pid the kernel reused since for something else does not
+// count.
+func liveOwners() map[string]*Lab {
+	labs, _ := List()
+	live := map[string]*Lab{}
+	for _, l := range labs {
+		if l.PID <= 0 || l.PID == os.Getpid() || !procAlive(l.PID) {
+			continue
+		}
+		if st, ok := procStarted(l.PID); !ok || st.After(l.Created.Add(time.Second)) {
+			continue
+		}
+		live[l.ID] = l
+	}
+	return live
+}
+
+// procStarted is when process pid started: field 22 of /proc/pid/stat in
+// clock ticks after boot (USER_HZ, 100 on every Linux architecture Go
+// supports), plus the boot time from /proc/stat.
+func procStarted(pid int) (time.Time, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return time.Time{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 { // state is field 3, starttime field 22
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	st, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			boot, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.Unix(boot, 0).Add(time.Duration(ticks) * 10 * time.Millisecond), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// procComm is pid's command name, or "?" when it cannot be read.
+func procComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
 }
