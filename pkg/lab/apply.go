@@ -34,13 +34,16 @@ var (
 	applyProxyStep      = &applyStep{name: "kube-proxy's rules on every node", run: (*builder).applyProxy}
 	applyNftStep        = &applyStep{name: "conntrack, notrack and Service DNAT rules in one nftables table per namespace", run: (*builder).applyNft}
 	applyFastpathStep   = &applyStep{name: "the eBPF fast path on the nodes", run: (*builder).applyFastpath}
+	// After the nftables table: its ct expression is what loads
+	// nf_conntrack and makes the sysctls exist.
+	applyConntrackLimitsStep = &applyStep{name: "conntrack table size, buckets and TCP timeouts, journaled", run: (*builder).applyConntrackLimits}
 )
 
 // applyOrder is the order applyKnobs runs the steps in. Socket buffer
 // limits come first: on this kernel they are host-wide, and a host setting
 // another lab holds is refused (tune.ErrHeld) before the slower offloads
 // and rules are made. The fast path comes last, onto finished nodes.
-var applyOrder = []*applyStep{applySocketBufsStep, applyOffloadsStep, applyPoliciesStep, applyProxyStep, applyNftStep, applyFastpathStep}
+var applyOrder = []*applyStep{applySocketBufsStep, applyOffloadsStep, applyPoliciesStep, applyProxyStep, applyNftStep, applyConntrackLimitsStep, applyFastpathStep}
 
 // applyKnobs runs, in applyOrder, each step a knob of the spec needs.
 func (b *builder) applyKnobs(ctx context.Context) error {

@@ -80,6 +80,9 @@ var (
 		why: "needs an OVS-DPDK switch"}
 	needsDPDK = &knobNeed{knob: "dpdk", says: "needs dpdk=on (the OVN nodes' switches on OVS-DPDK)",
 		unless: func(t *topology) bool { return t.dpdk == yes }, evenOff: true}
+	// needsConntrack: the conntrack limits mean something only where the
+	// lab's stateful rule makes the kernel track its flows.
+	needsConntrack = &knobNeed{knob: "conntrack", says: "needs conntrack=on (the limits apply to the flows its stateful rule tracks)"}
 )
 
 // isOVN: real OVN programs the topology's switches.
@@ -110,6 +113,22 @@ var knobs = []*knob{
 	{name: "notrack", help: "a comma-separated list of IPv4 CIDRs, e.g. 10.244.0.0/16",
 		grammar: custom(parseNotrackKnob), rule: onNetfilter,
 		apply: applyNftStep, undo: "nothing to undo: its nftables table is in the lab's namespaces"},
+	{name: "conntrack_max", help: "an integer 64..4194304 (net.netfilter.nf_conntrack_max: entries each namespace's conntrack table holds; host-wide on kernels where a namespace cannot set it, 6.18 included)",
+		grammar: intRange{lo: 64, hi: 4194304, set: func(s *Spec, n int64) { s.ConntrackMax = n }}, rule: onNetfilter,
+		needs: needsConntrack, apply: applyConntrackLimitsStep,
+		undo: "journal: nf_conntrack_max in the lab's namespaces, or on the host where it is host-wide"},
+	{name: "conntrack_buckets", help: "an integer 1024..1048576 (the conntrack hash table's buckets, /sys/module/nf_conntrack/parameters/hashsize; always host-wide)",
+		grammar: intRange{lo: 1024, hi: 1048576, set: func(s *Spec, n int64) { s.ConntrackBuckets = n }}, rule: onNetfilter,
+		needs: needsConntrack, apply: applyConntrackLimitsStep,
+		undo: "journal: the host's nf_conntrack hashsize, restored on down"},
+	{name: "conntrack_timeout_established", help: "seconds 10..432000 (nf_conntrack_tcp_timeout_established where the stateful rule is)",
+		grammar: intRange{lo: 10, hi: 432000, set: func(s *Spec, n int64) { s.CTTimeoutEstablished = int(n) }}, rule: onNetfilter,
+		needs: needsConntrack, apply: applyConntrackLimitsStep,
+		undo: "journal: the sysctl in the lab's namespaces (gone with them)"},
+	{name: "conntrack_timeout_time_wait", help: "seconds 1..600 (nf_conntrack_tcp_timeout_time_wait where the stateful rule is)",
+		grammar: intRange{lo: 1, hi: 600, set: func(s *Spec, n int64) { s.CTTimeoutTimeWait = int(n) }}, rule: onNetfilter,
+		needs: needsConntrack, apply: applyConntrackLimitsStep,
+		undo: "journal: the sysctl in the lab's namespaces (gone with them)"},
 	{name: "services", help: "an integer 0..30000 (service VIPs; with proxy, kube-proxy's rules for them; on OVN, the VIPs of Kube-OVN's load balancers)",
 		grammar: intRange{lo: 0, hi: maxServices, set: func(s *Spec, n int64) { s.Services = int(n) }},
 		rule: &topoRule{takes: func(t *topology) bool { return t.services == yes },

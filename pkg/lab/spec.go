@@ -30,8 +30,15 @@ type Spec struct {
 	// Fastpath is FastpathEBPF for cnibench's eBPF host routing on the
 	// nodes (pkg/fastpath), "" for the kernel's own routing.
 	Fastpath FastpathMode `json:"fastpath,omitempty"`
-	Notrack  CIDRs        `json:"notrack,omitempty"`  // nftables notrack for these destinations
-	Services int          `json:"services,omitempty"` // N DNAT service VIPs on the client's side
+	Notrack  CIDRs        `json:"notrack,omitempty"` // nftables notrack for these destinations
+	// The conntrack limits (conntrack_limits.go): nf_conntrack_max, the
+	// hash table's buckets, the TCP established and TIME_WAIT timeouts in
+	// seconds; 0 = the kernel's value.
+	ConntrackMax         int64 `json:"conntrack_max,omitempty"`
+	ConntrackBuckets     int64 `json:"conntrack_buckets,omitempty"`
+	CTTimeoutEstablished int   `json:"conntrack_timeout_established,omitempty"`
+	CTTimeoutTimeWait    int   `json:"conntrack_timeout_time_wait,omitempty"`
+	Services             int   `json:"services,omitempty"` // N DNAT service VIPs on the client's side
 	// Proxy programs the services as kube-proxy does on every node:
 	// ProxyIPTables or ProxyNFTables (kubeproxy.go); "" keeps the plain
 	// linear nftables DNAT list of the services knob.
