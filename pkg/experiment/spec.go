@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/pressure"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/units"
 	"github.com/cnibench/cnibench/pkg/yamlfile"
@@ -61,6 +62,10 @@ type Experiment struct {
 	// Rate limits udp_bw senders, e.g. "1G"; empty or "0" is unlimited.
 	Rate string `yaml:"rate"`
 	Arms []Arm  `yaml:"arms"`
+	// Pressure, when set, is what `cnibench pressure` ramps on the arms:
+	// held flows and new-connection rates up to the datapath's knee
+	// (pkg/pressure, docs/pressure.md). `cnibench run` leaves it alone.
+	Pressure *pressure.Config `yaml:"pressure"`
 
 	// Text is the file as read, stored with the run.
 	Text string `yaml:"-"`
@@ -231,6 +236,13 @@ func (e *Experiment) normalize() error {
 	}
 	if len(e.MsgSizes) == 0 {
 		e.MsgSizes = []Size{1}
+	}
+	if e.Pressure != nil {
+		c := e.Pressure.WithDefaults()
+		if err := c.Check(); err != nil {
+			return err
+		}
+		e.Pressure = &c
 	}
 	for t, sizes := range e.TestSizes {
 		if !contains(e.Tests, t) {

@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cnibench/cnibench/pkg/experiment"
+)
+
+func newPressureCmd() *cobra.Command {
+	c := experiment.PressureCommand{}
+	cmd := command("pressure FILE|NAME", "Hold N flows and ramp the new-connection rate on each arm until the datapath breaks; name the cause from its counters", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
+			c.Ref = args[0]
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	cmd.Long = `Pressure runs an experiment's pressure: block (e.g. the ready experiment
+conntrack-limits): for each arm, each held-flows value and repeat it builds the
+arm's lab, opens the held flows, offers each rate of new connections in turn
+and stops at the knee — the first step where connections fail or fall behind
+— naming the cause from the datapath's counters (conntrack count against
+nf_conntrack_max, drop, early_drop, insert_failed; SYN retransmits; listen
+overflows) or the client. Labs are removed after each ramp, also on failure
+and Ctrl-C. See docs/pressure.md.`
+	f := cmd.Flags()
+	f.StringSliceVar(&c.Arms, "arms", nil, "ramp only these arms")
+	f.IntSliceVar(&c.Flows, "flows", nil, "override pressure.flows: held flows, one ramp each")
+	f.BoolVar(&c.JSON, "json", false, "print the cnibench.pressure/v1 JSON document")
+	f.StringVarP(&c.Output, "output", "o", "", "write the results to this file instead of standard output")
+	return cmd
+}

@@ -1,0 +1,112 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cnibench/cnibench/pkg/atomicfile"
+	"github.com/cnibench/cnibench/pkg/errkind"
+	"github.com/cnibench/cnibench/pkg/pressure"
+)
+
+// PressureCommand is `cnibench pressure`: the experiment's pressure block
+// ramped on its arms (pkg/pressure), printed as a table or JSON.
+type PressureCommand struct {
+	Ref    string   // experiment file or ready name
+	Arms   []string // only these arms; empty = all
+	Flows  []int    // override pressure.flows
+	JSON   bool
+	Output string // write here instead of out
+}
+
+// ErrPressureFailed is returned (after the results are printed) when a
+// ramp could not run to its end.
+var ErrPressureFailed = errors.New("pressure ramps failed")
+
+// Run loads and checks everything before it builds anything.
+func (c PressureCommand) Run(ctx context.Context, out, log io.Writer) error {
+	e, err := Load(c.Ref)
+	if err != nil {
+		return err
+	}
+	if e.Pressure == nil {
+		return errkind.Errorf(ErrInvalid, "experiment %s has no pressure: block (cnibench pressure ramps one; see docs/pressure.md, e.g. `cnibench pressure conntrack-limits`)", e.Name)
+	}
+	cfg := *e.Pressure
+	if len(c.Flows) > 0 {
+		cfg.Flows = c.Flows
+		if err := cfg.Check(); err != nil {
+			return errkind.Errorf(ErrInvalid, "--flows: %v", err)
+		}
+	}
+	var arms []pressure.Arm
+	for i := range e.Arms {
+		a := &e.Arms[i]
+		if len(c.Arms) > 0 && !contains(c.Arms, a.Name) {
+			continue
+		}
+		if a.lab == nil {
+			return errkind.Errorf(ErrInvalid, "arm %q: pressure needs a lab topology (server_address arms are not ramped)", a.Name)
+		}
+		arms = append(arms, pressure.Arm{Name: a.Name, Topology: a.Topology, Knobs: a.Knobs, Spec: a.lab, Client: a.Client, Server: a.Server})
+	}
+	for _, n := range c.Arms {
+		if !contains(armNames(e), n) {
+			return errkind.Errorf(ErrInvalid, "--arms: no arm %q in %s (arms: %s)", n, e.Name, strings.Join(armNames(e), ", "))
+		}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("pressure: needs root (it builds labs of network namespaces); run with sudo")
+	}
+	doc := pressure.Document{Schema: pressure.Schema, Experiment: e.Name, Started: time.Now().UTC().Format(time.RFC3339), Config: cfg}
+	res, runErr := pressure.Run(ctx, arms, pressure.Options{Config: cfg, Log: log})
+	doc.Arms = res
+	w := out
+	var buf strings.Builder
+	if c.Output != "" {
+		w = &buf
+	}
+	if c.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+	} else {
+		pressure.WriteText(w, &doc)
+	}
+	if c.Output != "" {
+		if err := atomicfile.Write(c.Output, 0o644, func(f io.Writer) error { _, err := io.WriteString(f, buf.String()); return err }); err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	failed := 0
+	for _, a := range res {
+		for _, r := range a.Ramps {
+			if r.Error != "" {
+				failed++
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: %d ramps did not run to their end (their errors are in the results)", ErrPressureFailed, failed)
+	}
+	return nil
+}
+
+func armNames(e *Experiment) []string {
+	out := make([]string, len(e.Arms))
+	for i, a := range e.Arms {
+		out[i] = a.Name
+	}
+	return out
+}
