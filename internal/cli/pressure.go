@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
+	"github.com/cnibench/cnibench/pkg/pressure"
 )
 
 func newPressureCmd() *cobra.Command {
@@ -26,5 +27,17 @@ and Ctrl-C. See docs/pressure.md.`
 	f.IntSliceVar(&c.Flows, "flows", nil, "override pressure.flows: held flows, one ramp each")
 	f.BoolVar(&c.JSON, "json", false, "print the cnibench.pressure/v1 JSON document")
 	f.StringVarP(&c.Output, "output", "o", "", "write the results to this file instead of standard output")
+	return cmd
+}
+
+// newPressureServerCmd is the server end of `cnibench pressure`, a process
+// of its own in the lab's server namespace (pkg/pressure/serve.go).
+func newPressureServerCmd() *cobra.Command {
+	c := pressure.ServerCommand{}
+	cmd := hidden(command("pressure-server", "The server end of `cnibench pressure` (started by it)", cobra.NoArgs,
+		func(cmd *cobra.Command, args []string) error {
+			return c.Run(cmd.InOrStdin(), cmd.OutOrStdout())
+		}))
+	cmd.Flags().StringVar(&c.Listen, "listen", "", "IPv4 address to listen on (port 7431)")
 	return cmd
 }

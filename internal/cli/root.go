@@ -52,7 +52,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newServerCmd(), newClientCmd(), // the engine
 		newLabCmd(), newProbeCmd(), // the lab and what this host can build
-		newRunCmd(), newPressureCmd(), newCrosscheckCmd(), newRunsCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newExplainCmd(), // experiments and history
+		newRunCmd(), newPressureCmd(), newPressureServerCmd(), newCrosscheckCmd(), newRunsCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newExplainCmd(), // experiments and history
 		newTuneCmd(),               // tuning
 		newImageCmd(), newK8sCmd(), // Kubernetes
 		newVersionCmd(),

@@ -36,7 +36,7 @@ type Config struct {
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// HoldPing is how often each held flow is pinged (default 5s).
 	HoldPing Duration `yaml:"hold_ping"`
-	// MaxInflight caps the new connections in flight (default 16384); a
+	// MaxInflight caps the new connections in flight (default 4096); a
 	// step that reaches it says so (capped): the client was the limit.
 	MaxInflight int `yaml:"max_inflight"`
 	// FailShare is the share of a step's connections that may fail before
@@ -86,7 +86,7 @@ func (c Config) WithDefaults() Config {
 		c.HoldPing = Duration(5 * time.Second)
 	}
 	if c.MaxInflight == 0 {
-		c.MaxInflight = 16384
+		c.MaxInflight = 4096
 	}
 	if c.FailShare == 0 {
 		c.FailShare = 0.01

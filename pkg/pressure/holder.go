@@ -21,10 +21,13 @@ type holder struct {
 	stop atomic.Bool
 	// What the holder reports, read by the run between steps.
 	established, openFailed atomic.Int64
-	broken, stalled         atomic.Int64
-	pings, echoes           atomic.Int64
-	opened                  chan struct{} // closed when the opening phase ends
-	openTime                time.Duration
+	// Why opening failed: no answer in openTimeout, an error from the
+	// connect (refused, reset), or no socket or port on the client.
+	openTimedOut, openRefused, openClient atomic.Int64
+	broken, stalled                       atomic.Int64
+	pings, echoes                         atomic.Int64
+	opened                                chan struct{} // closed when the opening phase ends
+	openTime                              time.Duration
 }
 
 const (
@@ -64,6 +67,7 @@ func (h *holder) run(n int) error {
 			fd, err := dial(h.dst)
 			if err != nil {
 				h.openFailed.Add(1)
+				h.openClient.Add(1) // EMFILE, EADDRNOTAVAIL: the client's own limits
 				continue
 			}
 			if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(fd)}); err != nil {
@@ -88,6 +92,11 @@ func (h *holder) run(n int) error {
 			if soerr != 0 || ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 				unix.Close(fd)
 				h.openFailed.Add(1)
+				if unix.Errno(soerr) == unix.ETIMEDOUT {
+					h.openTimedOut.Add(1)
+				} else {
+					h.openRefused.Add(1)
+				}
 				continue
 			}
 			unix.EpollCtl(ep, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)})
@@ -101,6 +110,7 @@ func (h *holder) run(n int) error {
 				delete(opening, fd)
 				unix.Close(fd)
 				h.openFailed.Add(1)
+				h.openTimedOut.Add(1)
 			}
 		}
 	}

@@ -43,10 +43,18 @@ type Ramp struct {
 
 // Held is what the holder opened.
 type Held struct {
-	Asked       int     `json:"asked"`
-	Established int64   `json:"established"`
-	OpenFailed  int64   `json:"open_failed"`
-	OpenSeconds float64 `json:"open_seconds"`
+	Asked       int   `json:"asked"`
+	Established int64 `json:"established"`
+	OpenFailed  int64 `json:"open_failed"`
+	// Of those: no answer within 3 s (a SYN dropped twice), refused or
+	// reset, and the client's own failures (no descriptor or port).
+	OpenTimedOut int64 `json:"open_timed_out"`
+	OpenRefused  int64 `json:"open_refused"`
+	OpenClient   int64 `json:"open_client_errors"`
+	// Counters are the namespaces' counters over the opening, so a flow
+	// count the datapath could not hold says why.
+	Counters    []NSCounters `json:"counters,omitempty"`
+	OpenSeconds float64      `json:"open_seconds"`
 }
 
 // Step is one offered rate.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type Options struct {
 // lab removed.
 func Run(ctx context.Context, arms []Arm, o Options) ([]ArmResult, error) {
 	cfg := o.Config
+	if err := checkFileLimit(cfg); err != nil {
+		return nil, err
+	}
 	out := make([]ArmResult, len(arms))
 	for i, a := range arms {
 		out[i] = ArmResult{Arm: a.Name, Topology: a.Topology, Knobs: a.Knobs}
@@ -169,26 +173,10 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 			mu.Unlock()
 		}
 	}
-	// The server.
-	ready := make(chan *server, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		keep(netns.Do(srv.Netns, func() error {
-			s, err := listen(srvIP)
-			if err != nil {
-				ready <- nil
-				return err
-			}
-			ready <- s
-			defer s.close()
-			return s.serve()
-		}))
-	}()
-	s := <-ready
-	if s == nil {
-		wg.Wait()
-		return r, bgErr
+	// The server, a process of its own (serve.go).
+	sp, err := startServer(srv.Netns, srvIP)
+	if err != nil {
+		return r, err
 	}
 	// The holder.
 	h := &holder{dst: dst, interval: time.Duration(cfg.HoldPing), stall: 3 * time.Second, opened: make(chan struct{})}
@@ -214,19 +202,9 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 	stop := func() {
 		close(reqs)
 		h.stop.Store(true)
-		s.stop.Store(true)
 		wg.Wait()
+		keep(sp.stop())
 	}
-
-	select {
-	case <-h.opened:
-	case <-ctx.Done():
-		stop()
-		return r, ctx.Err()
-	}
-	r.Held.Established, r.Held.OpenFailed = h.established.Load(), h.openFailed.Load()
-	r.Held.OpenSeconds = h.openTime.Seconds()
-	logf(log, "  held %d of %d flows in %.1fs", r.Held.Established, flows, r.Held.OpenSeconds)
 
 	roles := map[string]string{}
 	for _, e := range l.Endpoints {
@@ -239,6 +217,22 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 	for _, ns := range l.Namespaces {
 		if roles[ns] == "" {
 			roles[ns] = ns
+		}
+	}
+	open0, open0Err := snapAll(l.Namespaces)
+	select {
+	case <-h.opened:
+	case <-ctx.Done():
+		stop()
+		return r, ctx.Err()
+	}
+	r.Held.Established, r.Held.OpenFailed = h.established.Load(), h.openFailed.Load()
+	r.Held.OpenSeconds = h.openTime.Seconds()
+	logf(log, "  held %d of %d flows in %.1fs", r.Held.Established, flows, r.Held.OpenSeconds)
+	r.Held.OpenTimedOut, r.Held.OpenRefused, r.Held.OpenClient = h.openTimedOut.Load(), h.openRefused.Load(), h.openClient.Load()
+	if open0Err == nil {
+		if open1, err := snapAll(l.Namespaces); err == nil {
+			r.Held.Counters = nsDeltas(open0, open1, roles)
 		}
 	}
 	var err2 error
@@ -334,6 +328,13 @@ func makeStep(rate float64, dur time.Duration, c StepCounts, before, after map[s
 	if c.Wall > 0 && c.CPU >= 0 {
 		s.ClientCPU = c.CPU.Seconds() / c.Wall.Seconds()
 	}
+	s.Namespaces = nsDeltas(before, after, roles)
+	return s
+}
+
+// nsDeltas are each namespace's counters between two snapshots.
+func nsDeltas(before, after map[string]Snapshot, roles map[string]string) []NSCounters {
+	var out []NSCounters
 	names := make([]string, 0, len(after))
 	for ns := range after {
 		names = append(names, ns)
@@ -350,7 +351,23 @@ func makeStep(rate float64, dur time.Duration, c StepCounts, before, after map[s
 			d := a.Stats.Sub(b.Stats)
 			n.Stats = &d
 		}
-		s.Namespaces = append(s.Namespaces, n)
+		out = append(out, n)
 	}
-	return s
+	return out
+}
+
+// checkFileLimit checks that this process can hold every socket of its
+// end of a ramp (each held flow and each connection in flight is one): the
+// client running out of descriptors (EMFILE) would be the client's limit,
+// not the datapath's. The server is another process with a limit of its own.
+func checkFileLimit(cfg Config) error {
+	limit, err := raiseSoftFileLimit()
+	if err != nil {
+		return err
+	}
+	if need := uint64(slices.Max(cfg.Flows) + cfg.MaxInflight + 512); need > limit {
+		return fmt.Errorf("%w: flows %d + max_inflight %d need %d open files at each end, and a process here may hold %d (ulimit -Hn; raising it needs CAP_SYS_RESOURCE): lower flows or max_inflight",
+			ErrInvalid, slices.Max(cfg.Flows), cfg.MaxInflight, need, limit)
+	}
+	return nil
 }

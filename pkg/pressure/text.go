@@ -13,6 +13,11 @@ func WriteText(w io.Writer, d *Document) {
 		for _, r := range a.Ramps {
 			fmt.Fprintf(w, "\n%s (%s %s), %d held flows (established %d, failed to open %d), repeat %d\n",
 				a.Arm, a.Topology, knobText(a.Knobs), r.Flows, r.Held.Established, r.Held.OpenFailed, r.Repeat)
+			if r.Held.OpenFailed > 0 {
+				ct := ctSummary(r.Held.Counters)
+				fmt.Fprintf(w, "held flows not opened: %d timed out, %d refused or reset, %d client errors; conntrack count/max %s, drop %d, early_drop %d\n",
+					r.Held.OpenTimedOut, r.Held.OpenRefused, r.Held.OpenClient, ct.countMax, ct.drop, ct.early)
+			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "offered/s\tdone/s\tfailed %\ttimed out\tp99 ms\tclient cpu %\thost cpu %\tct count/max\tct drop\tearly_drop\tinsert_failed\tsyn retrans\tlisten ovf\theld alive\t")
 			for _, s := range r.Steps {
