@@ -17,10 +17,24 @@ import (
 
 // dial starts a non-blocking connect to dst; EINPROGRESS is the normal
 // answer. The socket is in the calling thread's namespace.
-func dial(dst netip.AddrPort) (int, error) {
+//
+// src, when valid, is the source address: bound with
+// IP_BIND_ADDRESS_NO_PORT, so the port is still chosen at connect() for the
+// whole 4-tuple (a plain bind would pick it for the address alone).
+func dial(src netip.Addr, dst netip.AddrPort) (int, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
+	}
+	if src.IsValid() {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
 	}
 	err = unix.Connect(fd, &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()})
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
@@ -78,7 +92,7 @@ type deadline struct {
 
 // generate runs one step: rate new connections per second for dur, then
 // waits for the ones in flight to finish or time out.
-func generate(dst netip.AddrPort, rate float64, dur, timeout time.Duration, maxInflight int) (StepCounts, error) {
+func generate(srcs []netip.Addr, dst netip.AddrPort, rate float64, dur, timeout time.Duration, maxInflight int) (StepCounts, error) {
 	var c StepCounts
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
@@ -114,7 +128,7 @@ func generate(dst netip.AddrPort, rate float64, dur, timeout time.Duration, maxI
 					break
 				}
 				c.Attempted++
-				fd, err := dial(dst)
+				fd, err := dial(srcs[c.Attempted%int64(len(srcs))], dst)
 				if err != nil {
 					switch {
 					case errors.Is(err, unix.EADDRNOTAVAIL):

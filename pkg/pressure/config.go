@@ -42,6 +42,10 @@ type Config struct {
 	// FailShare is the share of a step's connections that may fail before
 	// the step is the knee (default 1%).
 	FailShare float64 `yaml:"fail_share"`
+	// Sources is how many source addresses the client uses (default 4,
+	// at most 32): each gives about 32,000 distinct 4-tuples to the
+	// server's port, so the client's tuples outnumber the table (sources.go).
+	Sources int `yaml:"sources"`
 	// Repeats runs every ramp this many times, arms interleaved (default 1).
 	Repeats int `yaml:"repeats"`
 }
@@ -69,6 +73,7 @@ const (
 	clientPorts   = 65535 - 1024 + 1
 	portsReserved = 1024 // ports the server's TIME_WAIT clashes may take
 	maxRepeats    = 20
+	maxSources    = 32
 )
 
 // WithDefaults returns c with the defaults filled in.
@@ -93,6 +98,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Repeats == 0 {
 		c.Repeats = 1
+	}
+	if c.Sources == 0 {
+		c.Sources = 4
 	}
 	return c
 }
@@ -134,6 +142,9 @@ func (c Config) Check() error {
 	}
 	if c.FailShare <= 0 || c.FailShare >= 1 {
 		return bad("pressure.fail_share: %g: want a fraction between 0 and 1, e.g. 0.01", c.FailShare)
+	}
+	if c.Sources < 1 || c.Sources > maxSources {
+		return bad("pressure.sources: %d: want 1..%d client source addresses", c.Sources, maxSources)
 	}
 	if c.Repeats < 1 || c.Repeats > maxRepeats {
 		return bad("pressure.repeats: %d: want 1..%d", c.Repeats, maxRepeats)

@@ -14,6 +14,7 @@ import (
 // stays live in every conntrack table on the path, and a flow the datapath
 // stopped carrying shows as stalled.
 type holder struct {
+	srcs     []netip.Addr
 	dst      netip.AddrPort
 	interval time.Duration // each flow is pinged once per interval
 	stall    time.Duration // a ping unanswered this long: the flow is stalled
@@ -64,7 +65,7 @@ func (h *holder) run(n int) error {
 	for (started < n || len(opening) > 0) && !h.stop.Load() {
 		for started < n && len(opening) < openWindow {
 			started++
-			fd, err := dial(h.dst)
+			fd, err := dial(h.srcs[started%len(h.srcs)], h.dst)
 			if err != nil {
 				h.openFailed.Add(1)
 				h.openClient.Add(1) // EMFILE, EADDRNOTAVAIL: the client's own limits

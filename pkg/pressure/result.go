@@ -31,6 +31,10 @@ type Ramp struct {
 	Flows  int  `json:"flows"`
 	Repeat int  `json:"repeat"`
 	Held   Held `json:"held"`
+	// Sources are the client's source addresses (the pod's own first);
+	// SourcesNote says why there is only one where more were asked for.
+	Sources     []string `json:"sources"`
+	SourcesNote string   `json:"sources_note,omitempty"`
 	// Steps run in ascending rate and stop after the knee.
 	Steps []Step `json:"steps"`
 	// Knee is the first failing step's verdict; nil when every step held

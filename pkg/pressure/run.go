@@ -102,6 +102,7 @@ func rampArm(ctx context.Context, a Arm, flows int, cfg Config, log io.Writer) (
 	if sname == "" {
 		sname = "server"
 	}
+	srcNote := ""
 	cli, err := l.Endpoint(cname)
 	if err != nil {
 		return r, err
@@ -110,7 +111,18 @@ func rampArm(ctx context.Context, a Arm, flows int, cfg Config, log io.Writer) (
 	if err != nil {
 		return r, err
 	}
-	return ramp(ctx, l, cli, srv, flows, cfg, log)
+	if a.Spec.Fastpath != "" && cfg.Sources > 1 {
+		// The fast path's maps hold each pod's one address: traffic from
+		// another would take the kernel's path, conntrack included, and
+		// measure that instead.
+		cfg.Sources = 1
+		srcNote = "one source address: the eBPF fast path knows only each pod's own"
+	}
+	r, err = ramp(ctx, l, cli, srv, flows, cfg, log)
+	if srcNote != "" {
+		r.SourcesNote = srcNote
+	}
+	return r, err
 }
 
 // nsSysctls are the settings the run makes in the lab's own client and
@@ -162,6 +174,14 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 	if err := nsSysctls(cli, srv); err != nil {
 		return r, err
 	}
+	srcs, note, err := addSources(l, cli, cfg.Sources)
+	if err != nil {
+		return r, err
+	}
+	for _, a := range srcs {
+		r.Sources = append(r.Sources, a.String())
+	}
+	r.SourcesNote = note
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -179,7 +199,7 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 		return r, err
 	}
 	// The holder.
-	h := &holder{dst: dst, interval: time.Duration(cfg.HoldPing), stall: 3 * time.Second, opened: make(chan struct{})}
+	h := &holder{srcs: srcs, dst: dst, interval: time.Duration(cfg.HoldPing), stall: 3 * time.Second, opened: make(chan struct{})}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -193,7 +213,7 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 		defer wg.Done()
 		keep(netns.Do(cli.Netns, func() error {
 			for q := range reqs {
-				c, err := generate(dst, q.rate, time.Duration(cfg.Step), time.Duration(cfg.ConnectTimeout), cfg.MaxInflight)
+				c, err := generate(srcs, dst, q.rate, time.Duration(cfg.Step), time.Duration(cfg.ConnectTimeout), cfg.MaxInflight)
 				res <- stepRes{c, err}
 			}
 			return nil
