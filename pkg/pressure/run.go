@@ -32,6 +32,10 @@ type Arm struct {
 type Options struct {
 	Config Config
 	Log    io.Writer // progress lines; nil = none
+	// Binary is the cnibench executable that runs the server end
+	// (`cnibench pressure-server`); "" = this one. Tests set it: their own
+	// executable is the test binary.
+	Binary string
 }
 
 // Run ramps every arm for every flows value and repeat, the arms
@@ -59,7 +63,7 @@ func Run(ctx context.Context, arms []Arm, o Options) ([]ArmResult, error) {
 					return out, err
 				}
 				logf(o.Log, "%s: %d held flows, ramp %d of %d", arms[a].Name, flows, rep, cfg.Repeats)
-				r, err := rampArm(ctx, arms[a], flows, cfg, o.Log)
+				r, err := rampArm(ctx, arms[a], flows, cfg, o)
 				r.Flows, r.Repeat = flows, rep
 				if err != nil {
 					r.Error = err.Error()
@@ -82,7 +86,7 @@ func logf(w io.Writer, f string, a ...any) {
 }
 
 // rampArm builds the arm's lab, ramps it and removes it on every path.
-func rampArm(ctx context.Context, a Arm, flows int, cfg Config, log io.Writer) (r Ramp, err error) {
+func rampArm(ctx context.Context, a Arm, flows int, cfg Config, o Options) (r Ramp, err error) {
 	l, err := lab.Up(ctx, a.Spec, lab.UpOptions{})
 	if err != nil {
 		return r, fmt.Errorf("lab up: %w", err)
@@ -118,7 +122,7 @@ func rampArm(ctx context.Context, a Arm, flows int, cfg Config, log io.Writer) (
 		cfg.Sources = 1
 		srcNote = "one source address: the eBPF fast path knows only each pod's own"
 	}
-	r, err = ramp(ctx, l, cli, srv, flows, cfg, log)
+	r, err = ramp(ctx, l, cli, srv, flows, cfg, o)
 	if srcNote != "" {
 		r.SourcesNote = srcNote
 	}
@@ -158,7 +162,8 @@ type stepRes struct {
 
 // ramp runs the server, the holder and the generator in the lab's
 // namespaces and the steps up to the knee.
-func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg Config, log io.Writer) (Ramp, error) {
+func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg Config, o Options) (Ramp, error) {
+	log := o.Log
 	r := Ramp{Held: Held{Asked: flows}}
 	if cli.Netns == "" || srv.Netns == "" {
 		return r, errors.New("pressure needs the client and the server in namespaces of the lab (pods), not the host")
@@ -194,7 +199,7 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 		}
 	}
 	// The server, a process of its own (serve.go).
-	sp, err := startServer(srv.Netns, srvIP)
+	sp, err := startServer(o.Binary, srv.Netns, srvIP)
 	if err != nil {
 		return r, err
 	}

@@ -74,10 +74,12 @@ type serverProc struct {
 }
 
 // startServer starts the server in namespace ns and waits for its "ready".
-func startServer(ns string, ip netip.Addr) (*serverProc, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("pressure server: %w", err)
+func startServer(self, ns string, ip netip.Addr) (*serverProc, error) {
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("pressure server: %w", err)
+		}
 	}
 	cmd := exec.Command(self, "pressure-server", "--listen", ip.String())
 	stdin, err := cmd.StdinPipe()

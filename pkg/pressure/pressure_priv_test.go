@@ -1,0 +1,226 @@
+package pressure
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/netns"
+)
+
+// The privileged tests ramp real labs: a native topology with the
+// conntrack rule on its nodes, and nf_conntrack_max — host-wide on this
+// kernel — set by the lab's journal for the ramp only.
+
+const (
+	ctMaxPath    = "/proc/sys/net/netfilter/nf_conntrack_max"
+	hashsizePath = "/sys/module/nf_conntrack/parameters/hashsize"
+)
+
+func armWith(t *testing.T, name string, knobs map[string]string) Arm {
+	t.Helper()
+	s, err := lab.Resolve("native", "", knobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Arm{Name: name, Topology: "native", Knobs: knobs, Spec: s}
+}
+
+// hostValues reads the host-wide settings a ramp may change, as bytes.
+func hostValues(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range []string{ctMaxPath, hashsizePath} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Skipf("no conntrack module here: %v", err)
+		}
+		out[p] = string(b)
+	}
+	return out
+}
+
+// leftovers fails the test for any lab namespace or state file a run left.
+func checkNothingLeft(t *testing.T, before []string) {
+	t.Helper()
+	after, err := netns.List("cnb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, n := range before {
+		seen[n] = true
+	}
+	for _, n := range after {
+		if !seen[n] {
+			// Another session's tests may make cnb- namespaces too; ours
+			// are the ones of labs this package's runs listed.
+			for _, l := range mustLabs(t) {
+				for _, ns := range l.Namespaces {
+					if ns == n {
+						t.Errorf("namespace %s of lab %s left behind", n, l.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+func mustLabs(t *testing.T) []*lab.Lab {
+	t.Helper()
+	ls, err := lab.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
+}
+
+// The knee moves with nf_conntrack_max, and the counters say why: with a
+// table of 1,024 entries the TIME_WAIT entries of the completed
+// connections (120 s each: 300 + 600 after two steps) fill it in the third, the node's
+// conntrack drop counter moves and the count stands at the limit; with
+// 16,384 the same offered load leaves it far from full and nothing is
+// dropped, so the ramp goes further. Held flows beyond the limit are
+// refused by the same counter. The host's nf_conntrack_max comes back
+// byte for byte.
+func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
+	testns.HostWide(t)
+	before := hostValues(t)
+	nsBefore, _ := netns.List("cnb-")
+	small := armWith(t, "ct-1k", map[string]string{"conntrack": "on", "conntrack_max": "1024"})
+	large := armWith(t, "ct-16k", map[string]string{"conntrack": "on", "conntrack_max": "16384"})
+	cfg := Config{Flows: []int{0}, Rates: []int{300, 600, 1200}, Step: Duration(time.Second)}.WithDefaults()
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), []Arm{small, large}, Options{Config: cfg, Binary: testns.Binary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, rl := res[0].Ramps[0], res[1].Ramps[0]
+	if rs.Error != "" || rl.Error != "" {
+		t.Fatalf("ramps failed: %q %q", rs.Error, rl.Error)
+	}
+	if rs.Knee == nil || rs.Knee.Cause != "conntrack_full" || rs.Knee.ClientLimited {
+		t.Fatalf("1,024 entries: knee %+v (steps %+v)", rs.Knee, rs.Steps)
+	}
+	last := rs.Steps[len(rs.Steps)-1]
+	full := false
+	for _, n := range last.Namespaces {
+		if n.Stats != nil && n.Stats.Drop > 0 && n.Count >= n.Max-8 && n.Max == 1024 {
+			full = true
+		}
+	}
+	if !full {
+		t.Errorf("1,024 entries: no namespace with drops at a full table: %+v", last.Namespaces)
+	}
+	for _, s := range rl.Steps {
+		for _, n := range s.Namespaces {
+			if n.Stats != nil && (n.Stats.Drop > 0 || n.Max != 16384) {
+				t.Errorf("16,384 entries at %v/s: %s dropped %d, max %d", s.OfferedRate, n.Role, n.Stats.Drop, n.Max)
+			}
+		}
+	}
+	moved := rl.Knee == nil || rl.Knee.FailedOffered > rs.Knee.FailedOffered
+	if !moved {
+		t.Errorf("the knee did not move: 1,024 → failed at %v/s, 16,384 → %+v", rs.Knee.FailedOffered, rl.Knee)
+	}
+	if rl.Knee != nil && rl.Knee.Cause == "conntrack_full" {
+		t.Errorf("16,384 entries: conntrack full at %v/s", rl.Knee.FailedOffered)
+	}
+
+	// Held flows beyond the table: the holder gets at most about 1,024
+	// of 1,500, the rest time out, and the node's counters say why.
+	cfg.Flows, cfg.Rates = []int{1500}, []int{100}
+	res, err = Run(context.Background(), []Arm{small}, Options{Config: cfg, Binary: testns.Binary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res[0].Ramps[0].Held
+	if h.Established > 1024 || h.OpenTimedOut == 0 || h.OpenClient != 0 {
+		t.Errorf("1,500 held flows through 1,024 entries: %+v", h)
+	}
+	var drops uint64
+	for _, n := range h.Counters {
+		if n.Stats != nil {
+			drops += n.Stats.Drop
+		}
+	}
+	if drops == 0 {
+		t.Errorf("held flows refused with no conntrack drop counted: %+v", h.Counters)
+	}
+	if got := hostValues(t); got[ctMaxPath] != before[ctMaxPath] || got[hashsizePath] != before[hashsizePath] {
+		t.Errorf("host values not restored: %q, before %q", got, before)
+	}
+	checkNothingLeft(t, nsBefore)
+}
+
+// Every exit path restores what the knobs changed on the host — the end of
+// a ramp, a ramp that fails after its lab is up, and a cancelled run — and
+// leaves no lab behind.
+func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
+	testns.HostWide(t)
+	before := hostValues(t)
+	nsBefore, _ := netns.List("cnb-")
+	arm := armWith(t, "limits", map[string]string{"conntrack": "on", "conntrack_max": "4096", "conntrack_buckets": "2048", "conntrack_timeout_time_wait": "5"})
+	base := Config{Flows: []int{50}, Rates: []int{100, 200}, Step: Duration(500 * time.Millisecond)}.WithDefaults()
+	check := func(path string) {
+		t.Helper()
+		got := hostValues(t)
+		for p, v := range before {
+			if got[p] != v {
+				t.Errorf("%s: %s is %q, was %q", path, p, got[p], v)
+			}
+		}
+		if ls := mustLabs(t); len(ls) > 0 {
+			for _, l := range ls {
+				if strings.HasPrefix(l.Preset, "native") && l.PID == os.Getpid() {
+					t.Errorf("%s: lab %s left", path, l.Name)
+				}
+			}
+		}
+		checkNothingLeft(t, nsBefore)
+	}
+	// A ramp to its end; while it runs the limits hold (read in the
+	// counters of every step).
+	res, err := Run(context.Background(), []Arm{arm}, Options{Config: base, Binary: testns.Binary(t)})
+	if err != nil || res[0].Ramps[0].Error != "" {
+		t.Fatalf("end: %v %q", err, res[0].Ramps[0].Error)
+	}
+	seen := false
+	for _, n := range res[0].Ramps[0].Steps[0].Namespaces {
+		if n.Role == "node1" && n.Max == 4096 {
+			seen = true
+		}
+	}
+	if !seen {
+		t.Errorf("nf_conntrack_max 4096 not in force during the ramp: %+v", res[0].Ramps[0].Steps[0].Namespaces)
+	}
+	check("end")
+
+	// A ramp that fails once its lab is up: more source addresses than
+	// the pod's /24 has room for.
+	bad := base
+	bad.Sources = 60
+	res, err = Run(context.Background(), []Arm{arm}, Options{Config: bad, Binary: testns.Binary(t)})
+	if err != nil || !strings.Contains(res[0].Ramps[0].Error, "no room") {
+		t.Fatalf("failure: %v %q", err, res[0].Ramps[0].Error)
+	}
+	check("failure")
+
+	// Cancelled during the first step.
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	long := base
+	long.Step = Duration(2 * time.Second)
+	_, err = Run(ctx, []Arm{arm}, Options{Config: long, Binary: testns.Binary(t)})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled: %v", err)
+	}
+	check("cancel")
+}
