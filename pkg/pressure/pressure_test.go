@@ -192,3 +192,30 @@ func TestStepOK(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDpctlShow(t *testing.T) {
+	out := `netdev@ovs-netdev:
+  lookups: hit:120 missed:30 lost:2
+  flows: 7
+  port 0: ovs-netdev (tap)
+system@ovs-system:
+  lookups: hit:5 missed:1 lost:0
+  flows: 3
+`
+	s, err := parseDpctlShow(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s != (ovsSnap{hit: 125, missed: 31, lost: 2, flows: 10}) {
+		t.Errorf("%+v", s)
+	}
+	for _, bad := range []string{"", "netdev@x:\n  flows: 3\n", "netdev@x:\n  lookups: hit:x missed:1 lost:0\n  flows: 1\n"} {
+		if _, err := parseDpctlShow(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	k := explain(&Step{OVS: &OVSDatapath{Lost: 4, Missed: 9, Flows: 2}})
+	if k.Cause != "ovs_upcalls_lost" {
+		t.Errorf("lost upcalls: %+v", k)
+	}
+}

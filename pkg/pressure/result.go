@@ -85,6 +85,10 @@ type Step struct {
 	HeldAlive   int64 `json:"held_alive"`
 	HeldBroken  int64 `json:"held_broken"`
 	HeldStalled int64 `json:"held_stalled"`
+	// OVS is an OVS arm's datapath over the step (ovs.go); absent on
+	// kernel datapaths, null with OVSMissing when it could not be read.
+	OVS        *OVSDatapath `json:"ovs,omitempty"`
+	OVSMissing string       `json:"ovs_missing,omitempty"`
 	// Namespaces are the lab's namespaces' counters over the step.
 	Namespaces []NSCounters `json:"namespaces"`
 	OK         bool         `json:"ok"`
@@ -109,7 +113,7 @@ type Knee struct {
 	// when the first step already failed.
 	LastGoodRate  *float64 `json:"last_good_per_s"`
 	FailedOffered float64  `json:"failed_offered_per_s"`
-	// Cause is one of: conntrack_full, conntrack_insert_failed,
+	// Cause is one of: conntrack_full, conntrack_insert_failed, ovs_upcalls_lost,
 	// listen_overflow, client_ports, client_inflight_cap, client_cpu,
 	// host_cpu, syn_drops, held_flows_lost, unexplained.
 	Cause string `json:"cause"`
@@ -165,6 +169,9 @@ func explain(s *Step) Knee {
 		k.Cause, k.Evidence = "conntrack_full", full
 	case len(clash) > 0:
 		k.Cause, k.Evidence = "conntrack_insert_failed", clash
+	case s.OVS != nil && s.OVS.Lost > 0:
+		k.Cause = "ovs_upcalls_lost"
+		k.Evidence = []string{fmt.Sprintf("OVS datapath: %d upcalls lost, %d missed (upcalls), %d datapath flows", s.OVS.Lost, s.OVS.Missed, s.OVS.Flows)}
 	case overflow > 0:
 		k.Cause = "listen_overflow"
 		k.Evidence = []string{fmt.Sprintf("server: %d listen queue overflows (ListenOverflows)", overflow)}
@@ -189,6 +196,9 @@ func explain(s *Step) Knee {
 	default:
 		k.Cause = "unexplained"
 		k.Evidence = []string{"no counter read here moved: " + strings.Join(counterNames(), ", ")}
+	}
+	if s.OVS != nil && k.Cause != "ovs_upcalls_lost" {
+		k.Evidence = append(k.Evidence, fmt.Sprintf("OVS datapath: %d lookups hit, %d missed (upcalls), %d lost, %d flows", s.OVS.Hit, s.OVS.Missed, s.OVS.Lost, s.OVS.Flows))
 	}
 	if syn > 0 && k.Cause != "syn_drops" {
 		k.Evidence = append(k.Evidence, fmt.Sprintf("client: %d SYNs sent again (TCPSynRetrans)", syn))

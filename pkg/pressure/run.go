@@ -260,6 +260,7 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 			r.Held.Counters = nsDeltas(open0, open1, roles)
 		}
 	}
+	om := newOVSMeter(l)
 	var err2 error
 	for _, rate := range cfg.Rates {
 		if ctx.Err() != nil {
@@ -270,6 +271,11 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 		if err != nil {
 			err2 = err
 			break
+		}
+		var ov0 ovsSnap
+		var ovErr error
+		if om != nil {
+			ov0, ovErr = om.snap(ctx)
 		}
 		st0, stErr := sysinfo.Host.ReadStat()
 		reqs <- stepReq{rate: float64(rate)}
@@ -284,6 +290,17 @@ func ramp(ctx context.Context, l *lab.Lab, cli, srv lab.Endpoint, flows int, cfg
 			break
 		}
 		step := makeStep(float64(rate), time.Duration(cfg.Step), sr.c, before, after, roles)
+		if om != nil {
+			if ovErr == nil {
+				var ov1 ovsSnap
+				if ov1, ovErr = om.snap(ctx); ovErr == nil {
+					step.OVS = &OVSDatapath{Hit: ov1.hit - ov0.hit, Missed: ov1.missed - ov0.missed, Lost: ov1.lost - ov0.lost, Flows: ov1.flows, Shared: om.shared}
+				}
+			}
+			if ovErr != nil {
+				step.OVSMissing = ovErr.Error()
+			}
+		}
 		if stErr == nil {
 			if st1, err := sysinfo.Host.ReadStat(); err == nil {
 				if d, err := sysinfo.DeltaStat(st0, st1); err == nil {
