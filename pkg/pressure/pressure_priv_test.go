@@ -45,26 +45,27 @@ func hostValues(t *testing.T) map[string]string {
 	return out
 }
 
-// leftovers fails the test for any lab namespace or state file a run left.
-func checkNothingLeft(t *testing.T, before []string) {
+// checkGone fails the test for any namespace or state file of the ramps'
+// labs still there. (Other sessions' labs may come and go meanwhile: only
+// the ids the ramps report are checked.)
+func checkGone(t *testing.T, path string, res []ArmResult) {
 	t.Helper()
-	after, err := netns.List("cnb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, n := range before {
-		seen[n] = true
-	}
-	for _, n := range after {
-		if !seen[n] {
-			// Another session's tests may make cnb- namespaces too; ours
-			// are the ones of labs this package's runs listed.
+	for _, a := range res {
+		for _, r := range a.Ramps {
+			if r.LabID == "" {
+				t.Errorf("%s: a ramp without its lab's id: %+v", path, r)
+				continue
+			}
+			left, err := netns.List("cnb-" + r.LabID + "-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) > 0 {
+				t.Errorf("%s: lab %s left namespaces %v", path, r.LabID, left)
+			}
 			for _, l := range mustLabs(t) {
-				for _, ns := range l.Namespaces {
-					if ns == n {
-						t.Errorf("namespace %s of lab %s left behind", n, l.Name)
-					}
+				if l.ID == r.LabID {
+					t.Errorf("%s: lab %s left its state file", path, l.Name)
 				}
 			}
 		}
@@ -91,7 +92,6 @@ func mustLabs(t *testing.T) []*lab.Lab {
 func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
 	testns.HostWide(t)
 	before := hostValues(t)
-	nsBefore, _ := netns.List("cnb-")
 	small := armWith(t, "ct-1k", map[string]string{"conntrack": "on", "conntrack_max": "1024"})
 	large := armWith(t, "ct-16k", map[string]string{"conntrack": "on", "conntrack_max": "16384"})
 	cfg := Config{Flows: []int{0}, Rates: []int{300, 600, 1200}, Step: Duration(time.Second)}.WithDefaults()
@@ -102,6 +102,7 @@ func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkGone(t, "ramps", res)
 	rs, rl := res[0].Ramps[0], res[1].Ramps[0]
 	if rs.Error != "" || rl.Error != "" {
 		t.Fatalf("ramps failed: %q %q", rs.Error, rl.Error)
@@ -141,6 +142,7 @@ func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkGone(t, "held flows", res)
 	h := res[0].Ramps[0].Held
 	if h.Established > 1024 || h.OpenTimedOut == 0 || h.OpenClient != 0 {
 		t.Errorf("1,500 held flows through 1,024 entries: %+v", h)
@@ -157,7 +159,6 @@ func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
 	if got := hostValues(t); got[ctMaxPath] != before[ctMaxPath] || got[hashsizePath] != before[hashsizePath] {
 		t.Errorf("host values not restored: %q, before %q", got, before)
 	}
-	checkNothingLeft(t, nsBefore)
 }
 
 // Every exit path restores what the knobs changed on the host — the end of
@@ -166,10 +167,9 @@ func TestPrivKneeMovesWithConntrackMax(t *testing.T) {
 func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
 	testns.HostWide(t)
 	before := hostValues(t)
-	nsBefore, _ := netns.List("cnb-")
 	arm := armWith(t, "limits", map[string]string{"conntrack": "on", "conntrack_max": "4096", "conntrack_buckets": "2048", "conntrack_timeout_time_wait": "5"})
 	base := Config{Flows: []int{50}, Rates: []int{100, 200}, Step: Duration(500 * time.Millisecond)}.WithDefaults()
-	check := func(path string) {
+	check := func(path string, res []ArmResult) {
 		t.Helper()
 		got := hostValues(t)
 		for p, v := range before {
@@ -177,14 +177,7 @@ func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
 				t.Errorf("%s: %s is %q, was %q", path, p, got[p], v)
 			}
 		}
-		if ls := mustLabs(t); len(ls) > 0 {
-			for _, l := range ls {
-				if strings.HasPrefix(l.Preset, "native") && l.PID == os.Getpid() {
-					t.Errorf("%s: lab %s left", path, l.Name)
-				}
-			}
-		}
-		checkNothingLeft(t, nsBefore)
+		checkGone(t, path, res)
 	}
 	// A ramp to its end; while it runs the limits hold (read in the
 	// counters of every step).
@@ -201,7 +194,7 @@ func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
 	if !seen {
 		t.Errorf("nf_conntrack_max 4096 not in force during the ramp: %+v", res[0].Ramps[0].Steps[0].Namespaces)
 	}
-	check("end")
+	check("end", res)
 
 	// A ramp that fails once its lab is up: more source addresses than
 	// the pod's /24 has room for.
@@ -211,16 +204,16 @@ func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
 	if err != nil || !strings.Contains(res[0].Ramps[0].Error, "no room") {
 		t.Fatalf("failure: %v %q", err, res[0].Ramps[0].Error)
 	}
-	check("failure")
+	check("failure", res)
 
 	// Cancelled during the first step.
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	long := base
 	long.Step = Duration(2 * time.Second)
-	_, err = Run(ctx, []Arm{arm}, Options{Config: long, Binary: testns.Binary(t)})
+	res, err = Run(ctx, []Arm{arm}, Options{Config: long, Binary: testns.Binary(t)})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled: %v", err)
 	}
-	check("cancel")
+	check("cancel", res)
 }

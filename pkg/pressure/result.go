@@ -31,6 +31,9 @@ type Ramp struct {
 	Flows  int  `json:"flows"`
 	Repeat int  `json:"repeat"`
 	Held   Held `json:"held"`
+	// LabID is the run id of the ramp's lab (its objects are cnb-<id>-…),
+	// gone when the ramp is.
+	LabID string `json:"lab_id,omitempty"`
 	// Sources are the client's source addresses (the pod's own first);
 	// SourcesNote says why there is only one where more were asked for.
 	Sources     []string `json:"sources"`

@@ -91,6 +91,7 @@ func rampArm(ctx context.Context, a Arm, flows int, cfg Config, o Options) (r Ra
 	if err != nil {
 		return r, fmt.Errorf("lab up: %w", err)
 	}
+	r.LabID = l.ID
 	defer func() {
 		// A fresh context: the lab comes down also when ctx was cancelled.
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -122,7 +123,9 @@ func rampArm(ctx context.Context, a Arm, flows int, cfg Config, o Options) (r Ra
 		cfg.Sources = 1
 		srcNote = "one source address: the eBPF fast path knows only each pod's own"
 	}
+	id := r.LabID
 	r, err = ramp(ctx, l, cli, srv, flows, cfg, o)
+	r.LabID = id
 	if srcNote != "" {
 		r.SourcesNote = srcNote
 	}
