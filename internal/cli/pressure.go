@@ -25,6 +25,7 @@ and Ctrl-C. See docs/pressure.md.`
 	f := cmd.Flags()
 	f.StringSliceVar(&c.Arms, "arms", nil, "ramp only these arms")
 	f.IntSliceVar(&c.Flows, "flows", nil, "override pressure.flows: held flows, one ramp each")
+	f.IntVar(&c.Repeats, "repeats", 0, "override pressure.repeats: ramps per arm and flows value, arms interleaved")
 	f.BoolVar(&c.JSON, "json", false, "print the cnibench.pressure/v1 JSON document")
 	f.StringVarP(&c.Output, "output", "o", "", "write the results to this file instead of standard output")
 	return cmd

@@ -21,6 +21,8 @@ type PressureCommand struct {
 	Ref    string   // experiment file or ready name
 	Arms   []string // only these arms; empty = all
 	Flows  []int    // override pressure.flows
+	// Repeats overrides pressure.repeats; 0 keeps it.
+	Repeats int
 	JSON   bool
 	Output string // write here instead of out
 }
@@ -43,6 +45,12 @@ func (c PressureCommand) Run(ctx context.Context, out, log io.Writer) error {
 		cfg.Flows = c.Flows
 		if err := cfg.Check(); err != nil {
 			return errkind.Errorf(ErrInvalid, "--flows: %v", err)
+		}
+	}
+	if c.Repeats != 0 {
+		cfg.Repeats = c.Repeats
+		if err := cfg.Check(); err != nil {
+			return errkind.Errorf(ErrInvalid, "--repeats: %v", err)
 		}
 	}
 	var arms []pressure.Arm

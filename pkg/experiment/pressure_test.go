@@ -46,6 +46,7 @@ func TestPressureCommandRefusals(t *testing.T) {
 		{Ref: "default"}: "has no pressure: block",
 		{Ref: "conntrack-limits", Arms: []string{"nope"}}: `no arm "nope"`,
 		{Ref: "conntrack-limits", Flows: []int{-5}}:       "pressure.flows[0]: -5",
+		{Ref: "conntrack-limits", Repeats: 99}:            "pressure.repeats: 99",
 		{Ref: "no-such-experiment"}:                       "no ready experiment",
 	} {
 		err := c.Run(context.Background(), io.Discard, io.Discard)
