@@ -219,3 +219,25 @@ system@ovs-system:
 		t.Errorf("lost upcalls: %+v", k)
 	}
 }
+
+// The table shows every step's figures, the knee and its evidence, and
+// the OVS columns only where a step has them.
+func TestWriteText(t *testing.T) {
+	p99 := 1.5
+	d := &Document{Arms: []ArmResult{{Arm: "ct", Topology: "native", Knobs: map[string]string{"conntrack": "on"}, Ramps: []Ramp{{
+		Flows: 10, Held: Held{Established: 10},
+		Steps: []Step{{OfferedRate: 100, AchievedRate: 99, P99Ms: &p99, Namespaces: []NSCounters{{Role: "node1", Conntrack: true, Count: 50, Max: 64, Stats: &ConntrackStats{Drop: 7}}}}},
+		Knee:  &Knee{FailedOffered: 100, Cause: "conntrack_full", Evidence: []string{"node1: full"}},
+	}}}, {Arm: "ovs", Ramps: []Ramp{{Steps: []Step{{OfferedRate: 5, OVS: &OVSDatapath{Missed: 3, Flows: 4}}}, NoKnee: "every step held"}}}}}
+	var b strings.Builder
+	WriteText(&b, d)
+	out := b.String()
+	for _, want := range []string{"ct (native conntrack=on), 10 held flows", "50/64", "1.50", "knee: last good none (the first step failed); failed at 100/s offered: conntrack_full (the datapath)", "  node1: full", "ovs upcalls", "no knee: every step held"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "ovs upcalls") != 1 {
+		t.Errorf("OVS columns on a kernel arm:\n%s", out)
+	}
+}

@@ -19,13 +19,29 @@ func WriteText(w io.Writer, d *Document) {
 					r.Held.OpenTimedOut, r.Held.OpenRefused, r.Held.OpenClient, ct.countMax, ct.drop, ct.early)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "offered/s\tdone/s\tfailed %\ttimed out\tp99 ms\tclient cpu %\thost cpu %\tct count/max\tct drop\tearly_drop\tinsert_failed\tsyn retrans\tlisten ovf\theld alive\t")
+			ovs := false
+			for _, s := range r.Steps {
+				ovs = ovs || s.OVS != nil || s.OVSMissing != ""
+			}
+			head := "offered/s\tdone/s\tfailed %\ttimed out\tp99 ms\tclient cpu %\thost cpu %\tct count/max\tct drop\tearly_drop\tinsert_failed\tsyn retrans\tlisten ovf\theld alive\t"
+			if ovs {
+				head += "ovs upcalls\tovs lost\tovs flows\t"
+			}
+			fmt.Fprintln(tw, head)
 			for _, s := range r.Steps {
 				ct := ctSummary(s.Namespaces)
-				fmt.Fprintf(tw, "%.0f\t%.0f\t%.2f\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+				fmt.Fprintf(tw, "%.0f\t%.0f\t%.2f\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t",
 					s.OfferedRate, s.AchievedRate, 100*s.FailedShare, s.TimedOut, optMs(s.P99Ms), 100*s.ClientCPU, optPct(s.HostCPUBusy),
 					ct.countMax, ct.drop, ct.early, ct.insertFailed, tcpOf(s.Namespaces, "client", "TcpExt.TCPSynRetrans"),
 					tcpOf(s.Namespaces, "server", "TcpExt.ListenOverflows"), s.HeldAlive)
+				switch {
+				case !ovs:
+				case s.OVS != nil:
+					fmt.Fprintf(tw, "%d\t%d\t%d\t", s.OVS.Missed, s.OVS.Lost, s.OVS.Flows)
+				default:
+					fmt.Fprint(tw, "-\t-\t-\t")
+				}
+				fmt.Fprintln(tw)
 			}
 			tw.Flush()
 			switch {
