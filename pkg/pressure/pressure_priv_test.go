@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/runid"
 )
 
 // The privileged tests ramp real labs: a native topology with the
@@ -216,4 +220,127 @@ func TestPrivHostLimitsRestoredOnEveryPath(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 	check("cancel", res)
+}
+
+// A `cnibench pressure` killed with SIGKILL while its lab holds the
+// host-wide limits: `cnibench lab clean --id` restores them byte for byte
+// and removes the lab, and the server process has gone by itself (its
+// standard input, the run's pipe, closed with the run).
+func TestPrivPressureKilledThenCleaned(t *testing.T) {
+	testns.HostWide(t)
+	before := hostValues(t)
+	bin := testns.Binary(t)
+	dir := t.TempDir()
+	stateRoot := filepath.Join(dir, "state")
+	env := append(os.Environ(), "CNIBENCH_STATE_DIR="+stateRoot)
+	exp := filepath.Join(dir, "kill.yaml")
+	if err := os.WriteFile(exp, []byte(`name: kill
+tests: [tcp_crr]
+arms:
+  - {name: ct, topology: native, knobs: {conntrack: "on", conntrack_max: "8192", conntrack_buckets: "4096"}}
+pressure:
+  flows: [100]
+  rates: [100, 200]
+  step: 5s
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(bin, "pressure", exp)
+	run.Env = env
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			run.Process.Kill()
+			run.Wait()
+		}
+		// Whatever the test saw, leave nothing of its own: `lab clean
+		// --id` for each lab of the private state root. Never a bare `lab
+		// clean`, which sweeps every cnb- namespace on the host, other
+		// sessions' included.
+		for _, id := range stateIDs(stateRoot) {
+			c := exec.Command(bin, "lab", "clean", "--id", id)
+			c.Env = env
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Errorf("cleanup: lab clean --id %s: %v\n%s", id, err, out)
+			}
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(ctMaxPath)
+		if strings.TrimSpace(string(b)) == "8192" && serverPids(t, bin) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(ctMaxPath); strings.TrimSpace(string(b)) != "8192" {
+		t.Fatalf("nf_conntrack_max never became 8192 while the run ran (%q)", b)
+	}
+	run.Process.Signal(syscall.SIGKILL)
+	run.Wait()
+	killed = true
+	if got := hostValues(t); got[ctMaxPath] == before[ctMaxPath] {
+		t.Fatalf("the limits came back without lab clean: the kill landed too late to test anything")
+	}
+	ids := stateIDs(stateRoot)
+	if len(ids) != 1 {
+		t.Fatalf("labs after the kill: %v", ids)
+	}
+	id := ids[0]
+	clean := exec.Command(bin, "lab", "clean", "--id", id)
+	clean.Env = env
+	if out, err := clean.CombinedOutput(); err != nil {
+		t.Fatalf("lab clean --id %s: %v\n%s", id, err, out)
+	}
+	if got := hostValues(t); got[ctMaxPath] != before[ctMaxPath] || got[hashsizePath] != before[hashsizePath] {
+		t.Errorf("after lab clean: %q, before %q", got, before)
+	}
+	if left, _ := netns.List("cnb-" + id + "-"); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for serverPids(t, bin) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := serverPids(t, bin); n > 0 {
+		t.Errorf("%d pressure-server processes of %s left", n, bin)
+	}
+}
+
+// serverPids counts running `BIN pressure-server` processes.
+func serverPids(t *testing.T, bin string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 1 && args[0] == bin && args[1] == "pressure-server" {
+			n++
+		}
+	}
+	return n
+}
+
+// stateIDs are the run ids of the labs whose state files are in the
+// private state root (named <preset>-<id>.json).
+func stateIDs(stateRoot string) []string {
+	labs, _ := filepath.Glob(filepath.Join(stateRoot, "labs", "*.json"))
+	var ids []string
+	for _, l := range labs {
+		n := strings.TrimSuffix(filepath.Base(l), ".json")
+		if id := n[strings.LastIndex(n, "-")+1:]; runid.Valid(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
