@@ -161,6 +161,7 @@ func TestExplainPicksTheCause(t *testing.T) {
 		{"client_inflight_cap", true, Step{Namespaces: ct(0, 0), StepCounts: StepCounts{Capped: 1}}},
 		{"client_cpu", true, Step{Namespaces: ct(0, 0), ClientCPU: 0.95}},
 		{"host_cpu", false, Step{Namespaces: ct(0, 0), ClientCPU: 0.5, HostCPUBusy: &busy}},
+		{"host_cpu", false, Step{Namespaces: ct(0, 0), ClientCPU: 0.4, HostCPUBusy: &busy, StepCounts: StepCounts{Capped: 7}}},
 		{"syn_drops", false, Step{Namespaces: ct(0, 0)}},
 		{"held_flows_lost", false, Step{HeldBroken: 3}},
 		{"unexplained", false, Step{}},

@@ -181,15 +181,21 @@ func explain(s *Step) Knee {
 	case s.AddrNotAvail > 0:
 		k.Cause, k.ClientLimited = "client_ports", true
 		k.Evidence = []string{fmt.Sprintf("client: %d connects found no free source port (EADDRNOTAVAIL)", s.AddrNotAvail)}
-	case s.Capped > 0:
-		k.Cause, k.ClientLimited = "client_inflight_cap", true
-		k.Evidence = []string{fmt.Sprintf("client: %d connections were due while max_inflight connections were already in flight", s.Capped)}
 	case s.ClientCPU >= 0.9:
 		k.Cause, k.ClientLimited = "client_cpu", true
 		k.Evidence = []string{fmt.Sprintf("client: the generator thread was busy %.0f%% of the step", 100*s.ClientCPU)}
 	case s.HostCPUBusy != nil && *s.HostCPUBusy >= 0.95:
+		// Before the in-flight cap: on saturated CPUs every connection
+		// takes longer, so more are in flight at the same rate, and the
+		// cap is reached because of the CPUs, not the client.
 		k.Cause = "host_cpu"
 		k.Evidence = []string{fmt.Sprintf("host: CPUs busy %.0f%% (client, server and datapath share them; the generator thread %.0f%%)", 100**s.HostCPUBusy, 100*s.ClientCPU)}
+		if s.Capped > 0 {
+			k.Evidence = append(k.Evidence, fmt.Sprintf("client: %d connections held back at max_inflight as transactions slowed (p99 %s ms)", s.Capped, optMs(s.P99Ms)))
+		}
+	case s.Capped > 0:
+		k.Cause, k.ClientLimited = "client_inflight_cap", true
+		k.Evidence = []string{fmt.Sprintf("client: %d connections were due while max_inflight connections were already in flight", s.Capped)}
 	case syn > 0:
 		k.Cause = "syn_drops"
 		k.Evidence = []string{fmt.Sprintf("client: %d SYNs sent again (TCPSynRetrans) with no conntrack drop or listen overflow counted", syn)}
