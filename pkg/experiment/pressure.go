@@ -18,13 +18,13 @@ import (
 // PressureCommand is `cnibench pressure`: the experiment's pressure block
 // ramped on its arms (pkg/pressure), printed as a table or JSON.
 type PressureCommand struct {
-	Ref    string   // experiment file or ready name
-	Arms   []string // only these arms; empty = all
-	Flows  []int    // override pressure.flows
+	Ref   string   // experiment file or ready name
+	Arms  []string // only these arms; empty = all
+	Flows []int    // override pressure.flows
 	// Repeats overrides pressure.repeats; 0 keeps it.
 	Repeats int
-	JSON   bool
-	Output string // write here instead of out
+	JSON    bool
+	Output  string // write here instead of out
 }
 
 // ErrPressureFailed is returned (after the results are printed) when a
