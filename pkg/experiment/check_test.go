@@ -113,3 +113,17 @@ func TestLoadReadyAndFile(t *testing.T) {
 		t.Errorf("bad file: %v", err)
 	}
 }
+
+// TestLoadSaysInvalidOnce: a bad experiment file's error names the kind
+// once, not once per layer that wraps it ("invalid experiment: invalid
+// experiment: …" before), and still matches ErrInvalid.
+func TestLoadSaysInvalidOnce(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("name: x\ntests: [nope]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if !errors.Is(err, ErrInvalid) || strings.Count(err.Error(), ErrInvalid.Error()) != 1 {
+		t.Errorf("Load: %v", err)
+	}
+}

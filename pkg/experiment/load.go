@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -23,8 +24,11 @@ func ReadyNames() []string {
 func Load(ref string) (*Experiment, error) {
 	if _, err := os.Stat(ref); err == nil {
 		e, err := LoadFile(ref)
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrInvalid) { // an unreadable file
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err != nil {
+			return nil, err
 		}
 		return e, nil
 	}
