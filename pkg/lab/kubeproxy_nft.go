@@ -53,52 +53,9 @@ func addNFTablesRules(c *nftables.Conn, ports []svcPort) error {
 
 	services := chain("services")
 	for _, p := range ports {
-		sc := chain(nftSvcChain(p))
-		for _, ep := range p.endpoints {
-			ec := chain(nftEpChain(p, ep))
-			// ip saddr EP jump mark-for-masquerade (hairpin)
-			rule(ec, append(matchAddr(12, ep), jump(mark.Name))...)
-			// meta l4proto P dnat ip to EP:PORT
-			rule(ec, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protoNum(p.proto)}},
-				&expr.Immediate{Register: 1, Data: ep.To4()},
-				&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(uint16(p.port))},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(nftables.TableFamilyIPv4), RegAddrMin: 1, RegProtoMin: 2})
+		if err := writeNFTService(c, t, mark, chain(nftSvcChain(p)), p); err != nil {
+			return err
 		}
-		// ip daddr VIP P dport PORT ip saddr != CLUSTER jump mark-for-masquerade
-		_, cluster, _ := net.ParseCIDR(clusterCIDR)
-		e := matchAddr(16, p.vip)
-		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protoNum(p.proto)}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(p.port))},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte(cluster.Mask), Xor: []byte{0, 0, 0, 0}},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: cluster.IP.To4()},
-			jump(mark.Name))
-		rule(sc, e...)
-		if len(p.endpoints) == 1 {
-			// One endpoint: goto it. `numgen random mod 1 vmap { 0 : goto
-			// … }` picks the same chain, but every such anonymous map makes
-			// the kernel's set-name allocation scan all the table's sets:
-			// measured here, 10,000 services took 86–89 s of kernel time to
-			// load with the maps and 1.9 s without (docs/lab.md).
-			rule(sc, &expr.Verdict{Kind: expr.VerdictGoto, Chain: nftEpChain(p, p.endpoints[0])})
-			continue
-		}
-		// numgen random mod M vmap { 0 : goto endpoint-…, … }
-		vm := &nftables.Set{Table: t, Anonymous: true, Constant: true, IsMap: true,
-			KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
-		var els []nftables.SetElement
-		for i, ep := range p.endpoints {
-			els = append(els, nftables.SetElement{Key: ne32(uint32(i)),
-				VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: nftEpChain(p, ep)}})
-		}
-		if err := c.AddSet(vm, els); err != nil {
-			return fmt.Errorf("proxy=nftables: endpoint map of %s: %w", p.name, err)
-		}
-		rule(sc, &expr.Numgen{Register: 1, Modulus: uint32(len(p.endpoints)), Type: unix.NFT_NG_RANDOM},
-			&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: vm.Name, SetID: vm.ID})
 	}
 	// The service-ips map: ip daddr . meta l4proto . th dport vmap @service-ips
 	ips := &nftables.Set{Table: t, Name: "service-ips", IsMap: true, Concatenation: true,
@@ -202,4 +159,59 @@ func sndbufForce(n int) nftables.SockOption {
 		}
 		return nil
 	}
+}
+
+// writeNFTService queues one service port's endpoint chains and the rules
+// of its service chain sc: the masquerade mark for outside sources, then
+// the endpoint choice.
+func writeNFTService(c *nftables.Conn, t *nftables.Table, mark, sc *nftables.Chain, p svcPort) error {
+	rule := func(ch *nftables.Chain, e ...expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: e}) }
+	jump := func(to string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: to} }
+	chain := func(name string) *nftables.Chain { return c.AddChain(&nftables.Chain{Name: name, Table: t}) }
+	for _, ep := range p.endpoints {
+		ec := chain(nftEpChain(p, ep))
+		// ip saddr EP jump mark-for-masquerade (hairpin)
+		rule(ec, append(matchAddr(12, ep), jump(mark.Name))...)
+		// meta l4proto P dnat ip to EP:PORT
+		rule(ec, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protoNum(p.proto)}},
+			&expr.Immediate{Register: 1, Data: ep.To4()},
+			&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(uint16(p.port))},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(nftables.TableFamilyIPv4), RegAddrMin: 1, RegProtoMin: 2})
+	}
+	// ip daddr VIP P dport PORT ip saddr != CLUSTER jump mark-for-masquerade
+	_, cluster, _ := net.ParseCIDR(clusterCIDR)
+	e := matchAddr(16, p.vip)
+	e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protoNum(p.proto)}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(p.port))},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte(cluster.Mask), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: cluster.IP.To4()},
+		jump(mark.Name))
+	rule(sc, e...)
+	if len(p.endpoints) == 1 {
+		// One endpoint: goto it. `numgen random mod 1 vmap { 0 : goto
+		// … }` picks the same chain, but every such anonymous map makes
+		// the kernel's set-name allocation scan all the table's sets:
+		// measured here, 10,000 services took 86–89 s of kernel time to
+		// load with the maps and 1.9 s without (docs/lab.md).
+		rule(sc, &expr.Verdict{Kind: expr.VerdictGoto, Chain: nftEpChain(p, p.endpoints[0])})
+		return nil
+	}
+	// numgen random mod M vmap { 0 : goto endpoint-…, … }
+	vm := &nftables.Set{Table: t, Anonymous: true, Constant: true, IsMap: true,
+		KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
+	var els []nftables.SetElement
+	for i, ep := range p.endpoints {
+		els = append(els, nftables.SetElement{Key: ne32(uint32(i)),
+			VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: nftEpChain(p, ep)}})
+	}
+	if err := c.AddSet(vm, els); err != nil {
+		return fmt.Errorf("proxy=nftables: endpoint map of %s: %w", p.name, err)
+	}
+	rule(sc, &expr.Numgen{Register: 1, Modulus: uint32(len(p.endpoints)), Type: unix.NFT_NG_RANDOM},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: vm.Name, SetID: vm.ID})
+	return nil
 }
