@@ -2,6 +2,7 @@ package disrupt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -111,19 +112,7 @@ func (b *blackhole) lift() error {
 	return nil
 }
 
-func isNotFound(err error) bool {
-	for e := err; e != nil; {
-		if e == unix.ENOENT {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			break
-		}
-		e = u.Unwrap()
-	}
-	return false
-}
+func isNotFound(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) }
 
 // nftIn opens nftables netlink inside ns without moving the caller.
 func nftIn(ns string) (*nftables.Conn, func(), error) {

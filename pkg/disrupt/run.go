@@ -33,6 +33,8 @@ type ArmResult struct {
 	Topology string            `json:"topology"`
 	Knobs    map[string]string `json:"knobs,omitempty"`
 	Target   string            `json:"target"`
+	// LabID is the run id the arm's lab was built under (cnb-<id>-…).
+	LabID string `json:"lab_id"`
 	// Timelines has one timeline per probe, all over the same events.
 	Timelines []*Timeline `json:"timelines"`
 	// ProbeCPUPct is the CPU the probes and their echo took, as a
@@ -152,7 +154,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		j.Close(false)
 		return nil, err
 	}
-	ar := &ArmResult{Name: a.Name, Topology: a.Topology, Knobs: a.Knobs, Target: target.String()}
+	ar := &ArmResult{Name: a.Name, Topology: a.Topology, Knobs: a.Knobs, Target: target.String(), LabID: l.ID}
 	restored := false
 	defer func() {
 		j.Close(restored)

@@ -65,7 +65,7 @@ func (l *Lab) ProxyResync(ctx context.Context) (AgentWork, error) {
 	}
 	return eachNode(ctx, lo.nodeNS, func(ns string) (time.Duration, error) {
 		if l.Spec.Proxy == ProxyIPTables {
-			return restoreIPTables(ns, iptablesRules(ports))
+			return restoreIPTables(ns, iptablesResync(ports))
 		}
 		return nftBatch(ns, nftBatchBytes(ports), func(c *nftables.Conn) error {
 			t := &nftables.Table{Name: kubeProxyTable, Family: nftables.TableFamilyIPv4}
@@ -186,7 +186,29 @@ func iptablesEndpointChange(after []svcPort, from, to svcPort) []byte {
 			b.WriteString(line + "\n")
 		}
 	}
-	fmt.Fprintf(&b, "-X %s\nCOMMIT\n", sepChain(from, from.endpoints[0]))
+	// A chain is deleted empty: declared (so flushed) first, as
+	// kube-proxy writes its stale chains.
+	old := sepChain(from, from.endpoints[0])
+	fmt.Fprintf(&b, ":%s - [0:0]\n-X %s\nCOMMIT\n", old, old)
+	return b.Bytes()
+}
+
+// iptablesResync is the iptables-restore input of kube-proxy's full
+// resync: every chain it owns declared (flushed) and refilled. The jumps
+// into them from the built-in chains are left out: kube-proxy checks those
+// apart (iptables -C) and adds them only when missing, and with --noflush
+// they would be appended again.
+func iptablesResync(ports []svcPort) []byte {
+	var b bytes.Buffer
+	for _, line := range strings.SplitAfter(string(iptablesRules(ports)), "\n") {
+		switch {
+		case strings.HasPrefix(line, "-A FORWARD "), strings.HasPrefix(line, "-A OUTPUT "),
+			strings.HasPrefix(line, "-A PREROUTING "), strings.HasPrefix(line, "-A POSTROUTING "),
+			strings.HasPrefix(line, "-A INPUT "):
+			continue
+		}
+		b.WriteString(line)
+	}
 	return b.Bytes()
 }
 
