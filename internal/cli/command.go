@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/client"
 	"github.com/cnibench/cnibench/pkg/datapath"
+	"github.com/cnibench/cnibench/pkg/disrupt"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/image"
@@ -107,7 +108,7 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 var usageErrors = []error{
 	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
-	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid,
+	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid, disrupt.ErrInvalid,
 }
 
 // usage marks the errors in usageErrors as usage errors, which exit 2;

@@ -54,6 +54,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newLabCmd(), newProbeCmd(), // the lab and what this host can build
 		newRunCmd(), newPressureCmd(), newPressureServerCmd(), newCrosscheckCmd(), newRunsCmd(), newReportCmd(), newCompareCmd(), newHistoryCmd(), newExplainCmd(), // experiments and history
 		newTuneCmd(),               // tuning
+		newDisruptCmd(),            // disruption timelines
 		newImageCmd(), newK8sCmd(), // Kubernetes
 		newVersionCmd(),
 	)

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnibench/cnibench/pkg/disrupt"
+)
+
+// `cnibench disrupt run|report`: steady probes through a lab while events
+// (a blackhole, kube-proxy's resync, an endpoint change, a policy set
+// replaced) fire at recorded instants; timelines in buckets.
+func newDisruptCmd() *cobra.Command {
+	var r disrupt.RunCommand
+	run := command("run <experiment|file.yaml>", "Probe a lab steadily while events fire; per-event gap, loss, recovery and agent CPU",
+		exactArgs(1, "disrupt run needs one disruption experiment (got %d arguments), e.g. cnibench disrupt run blackhole-resolution"),
+		func(cmd *cobra.Command, args []string) error {
+			r.Ref = args[0]
+			return r.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	run.Long = `Builds each arm's lab, keeps a UDP request/response probe and a connect-per-request
+probe running through it at fixed rates (each request timestamped), fires the
+experiment's events at fixed instants, and cuts the requests into a timeline of
+buckets (answered rate, failures, timeouts, p50/p99), with per event the longest
+gap, the requests lost, the time to recover and the agent's CPU. Every rule an
+event changes is journaled before and checked byte for byte after its undo.
+
+Ready experiments: ` + strings.Join(disrupt.Ready(), ", ") + ` (docs/disruption.md).`
+	run.Example = `  cnibench disrupt run blackhole-resolution --html timeline.html
+  cnibench disrupt run endpoint-change -o endpoint-change.json`
+	run.Flags().StringVarP(&r.JSON, "output", "o", "", "write the result (timelines, events, comparisons) as JSON to this file")
+	run.Flags().StringVar(&r.HTML, "html", "", "write the HTML page with the timelines to this file")
+
+	var rep disrupt.ReportCommand
+	report := command("report <result.json>", "Render a disruption result as text, JSON or HTML",
+		exactArgs(1, "disrupt report needs one result file (got %d arguments), e.g. cnibench disrupt report run.json --format html -o page.html"),
+		func(cmd *cobra.Command, args []string) error {
+			rep.File = args[0]
+			return rep.Run(cmd.OutOrStdout())
+		})
+	report.Flags().StringVar(&rep.Format, "format", "text", "text, json or html")
+	report.Flags().StringVarP(&rep.Output, "output", "o", "", "write to this file instead of stdout")
+	return group("disrupt", "Disruption timelines: what a datapath's updates cost its traffic",
+		"Probe a lab steadily while its datapath is updated (docs/disruption.md).", run, report)
+}
