@@ -74,6 +74,9 @@ func (c *ReportCommand) Run(stdout io.Writer) error {
 	if err := json.Unmarshal(data, &r); err != nil || r.Name == "" {
 		return errkind.Errorf(ErrInvalid, "disrupt report: %s is not a disruption result (written by `cnibench disrupt run -o FILE`)", c.File)
 	}
+	if r.Schema != Schema {
+		return errkind.Errorf(ErrInvalid, "disrupt report: %s has schema %q; this cnibench reads %q", c.File, r.Schema, Schema)
+	}
 	write := func(w io.Writer) error {
 		switch c.Format {
 		case "json":

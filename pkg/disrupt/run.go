@@ -15,9 +15,13 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 )
 
+// Schema names the result document's version (docs/json-schema.md).
+const Schema = "cnibench.disruption/v1"
+
 // Result is a disruption experiment's outcome: each arm's timelines and
 // the comparisons of every arm's events against the baseline's.
 type Result struct {
+	Schema      string        `json:"schema"`
 	Name        string        `json:"name"`
 	Description string        `json:"description,omitempty"`
 	Started     time.Time     `json:"started"`
@@ -61,7 +65,7 @@ func (o Options) logf(format string, a ...any) {
 // Run builds each arm's lab, runs its probes while the events fire, and
 // tears the lab down on every path out. Arms run one after another.
 func Run(ctx context.Context, s *Spec, o Options) (*Result, error) {
-	res := &Result{Name: s.Name, Description: s.Description, Started: time.Now().UTC(), Baseline: s.Baseline}
+	res := &Result{Schema: Schema, Name: s.Name, Description: s.Description, Started: time.Now().UTC(), Baseline: s.Baseline}
 	for i := range s.Arms {
 		ar, err := runArm(ctx, s, &s.Arms[i], o)
 		if ar != nil {
