@@ -12,7 +12,7 @@ import (
 type Comparison struct {
 	Probe  string `json:"probe"`
 	Event  string `json:"event"`
-	Metric string `json:"metric"` // longest_gap_ms, lost, recover_ms, agent_cpu_ms
+	Metric string `json:"metric"` // longest_gap_ms, lost, recover_ms, p99_us, agent_cpu_ms
 	A      string `json:"a"`
 	B      string `json:"b"`
 	NA     int    `json:"n_a"`
@@ -43,6 +43,12 @@ var compareMetrics = []struct {
 			return 0, false
 		}
 		return *e.RecoverMs, true
+	}},
+	{"p99_us", func(e *EventResult) (float64, bool) {
+		if e.P99Us == nil {
+			return 0, false
+		}
+		return *e.P99Us, true
 	}},
 	{"agent_cpu_ms", func(e *EventResult) (float64, bool) {
 		if e.AgentCPUMs == nil {

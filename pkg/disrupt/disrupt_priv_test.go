@@ -73,7 +73,7 @@ arms: [{name: veth, topology: veth}]
 			t.Fatalf("%s: %d events, want 3", tl.Probe, len(tl.Events))
 		}
 		for i, e := range tl.Events {
-			t.Logf("%s event %d at %.1f ms (change %.2f ms): gap %.1f ms, lost %d, recover %v", tl.Probe, i, e.StartMs, e.ChangeDurationMs, e.LongestGapMs, e.Failed+e.Timeouts, e.RecoverMs)
+			t.Logf("%s event %d at %.1f ms (change %.2f ms): gap %.1f ms, lost %d, recover %v", tl.Probe, i, e.StartMs, e.ChangeDurationMs, e.LongestGapMs, e.Failed+e.Timeouts, deref(e.RecoverMs))
 			if e.LongestGapMs < 200-tl.BucketMs || e.LongestGapMs > 200+tl.BucketMs {
 				t.Errorf("%s event %d: gap %.1f ms, want 200 ± %g", tl.Probe, i, e.LongestGapMs, tl.BucketMs)
 			}
@@ -241,5 +241,54 @@ func TestPrivVerifyCatchesALeftover(t *testing.T) {
 	}
 	if err := ch.Verify(context.Background()); err != nil {
 		t.Errorf("after the lift: %v", err)
+	}
+}
+
+// The agent restarted: a node's private ovs-vswitchd stops and starts
+// again; the probe sees the outage and then answers again, and the node's
+// rules, links and addresses are as before.
+func TestPrivVswitchdRestart(t *testing.T) {
+	testns.NeedRoot(t)
+	t.Setenv("CNIBENCH_STATE_DIR", t.TempDir())
+	s := mustSpec(t, `
+name: r
+probes: [{kind: udp-rr, rate: 500}]
+settle: 500ms
+spacing: 4s
+repeats: 2
+events: [{kind: vswitchd-restart}]
+arms: [{name: ovs, topology: ovs-netdev-geneve}]
+`)
+	res, err := Run(context.Background(), s, Options{})
+	noLeftovers(t, res)
+	if err != nil {
+		if strings.Contains(err.Error(), "not supported") || strings.Contains(err.Error(), "not found") {
+			t.Skipf("Open vSwitch not usable here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	a := res.Arms[0]
+	if !a.Restored {
+		t.Error("not restored")
+	}
+	tl := a.Timelines[0]
+	for i, e := range tl.Events {
+		t.Logf("restart %d: change %.1f ms, agent CPU %v ms, gap %.1f ms, lost %d, recover %v", i, e.ChangeDurationMs, deref(e.AgentCPUMs), e.LongestGapMs, e.Failed+e.Timeouts, deref(e.RecoverMs))
+		if e.RecoverMs == nil {
+			t.Errorf("restart %d: the probe never recovered: %s", i, e.RecoverReason)
+		}
+		if e.AgentCPUMs == nil {
+			t.Errorf("restart %d: agent CPU missing", i)
+		}
+	}
+	for _, b := range tl.Buckets {
+		if b.Timeouts+b.Failed > 0 {
+			t.Logf("bucket at %.0f ms: %d sent, %d answered, %d timed out, %d failed", b.StartMs, b.Sent, b.OK, b.Timeouts, b.Failed)
+		}
+	}
+	// The last second of the timeline answers at the full rate.
+	last := tl.Buckets[len(tl.Buckets)-1]
+	if last.OK == 0 || last.Timeouts > 0 {
+		t.Errorf("after the restarts the probe is not answered: %+v", last)
 	}
 }

@@ -36,10 +36,13 @@ const (
 	EndpointChange EventKind = "endpoint-change"
 	// PolicyReplace replaces the server pod's policy set (policies=N).
 	PolicyReplace EventKind = "policy-replace"
+	// VswitchdRestart restarts a node's private ovs-vswitchd
+	// (ovs-netdev-geneve): the datapath agent's restart.
+	VswitchdRestart EventKind = "vswitchd-restart"
 )
 
 // EventKinds lists the event sources, for help and errors.
-var EventKinds = []EventKind{Blackhole, ProxyResync, EndpointChange, PolicyReplace}
+var EventKinds = []EventKind{Blackhole, ProxyResync, EndpointChange, PolicyReplace, VswitchdRestart}
 
 // Source is an event source bound to a lab.
 type Source interface {
@@ -170,6 +173,14 @@ func NewSource(l *lab.Lab, ev EventSpec, id string) (Source, error) {
 		}, nil
 	case PolicyReplace:
 		return &agentSource{netns: l.NodeNetns(), fire: l.PolicyReplace}, nil
+	case VswitchdRestart:
+		node := ev.Node
+		nodes := l.NodeNetns()
+		if node < 1 || node > len(nodes) {
+			return nil, fmt.Errorf("event vswitchd-restart: node %d: want 1 to %d", node, len(nodes))
+		}
+		return &agentSource{netns: nodes[node-1 : node],
+			fire: func(ctx context.Context) (lab.AgentWork, error) { return l.RestartVswitchd(ctx, node) }}, nil
 	}
 	return nil, fmt.Errorf("event %q: want one of %v", ev.Kind, EventKinds)
 }

@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnibench/cnibench/pkg/netns"
 )
@@ -150,7 +153,7 @@ func (c *Change) Verify(ctx context.Context) error {
 	return c.j.write(journalEntry{Seq: c.seq, Op: "restored", Event: c.event})
 }
 
-// Snapshot is namespace ns's netfilter rules, canonical: `nft -s list
+// Snapshot is namespace ns's netfilter rules and links. The rules are canonical: `nft -s list
 // ruleset` (no counters, no handles: neither is configuration), with each
 // table's chains, sets and maps in name order — the kernel lists them in
 // creation order, and a chain an update deletes and re-creates (an
@@ -167,7 +170,42 @@ func Snapshot(ctx context.Context, ns string) (string, error) {
 	if err := cmd.Wait(); err != nil {
 		return "", fmt.Errorf("snapshot rules of %s: nft: %v: %s", ns, err, strings.TrimSpace(errb.String()))
 	}
-	return canonical(out.String()), nil
+	links, err := linkSnapshot(ns)
+	if err != nil {
+		return "", err
+	}
+	return canonical(out.String()) + links, nil
+}
+
+// linkSnapshot lists ns's links by name with their MTU, state and
+// addresses — what a daemon restart must give back. Not their ifindex or
+// MAC address: a tap a restarted daemon makes again is a new device.
+func linkSnapshot(ns string) (string, error) {
+	h, err := netns.Handle(ns)
+	if err != nil {
+		return "", err
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		return "", fmt.Errorf("snapshot links of %s: %w", ns, err)
+	}
+	var lines []string
+	for _, l := range links {
+		a := l.Attrs()
+		addrs, err := h.AddrList(l, unix.AF_INET)
+		if err != nil {
+			return "", fmt.Errorf("snapshot addresses of %s in %s: %w", a.Name, ns, err)
+		}
+		var as []string
+		for _, ad := range addrs {
+			as = append(as, ad.IPNet.String())
+		}
+		slices.Sort(as)
+		lines = append(lines, fmt.Sprintf("link %s mtu %d up %t %s\n", a.Name, a.MTU, a.Flags&net.FlagUp != 0, strings.Join(as, ",")))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, ""), nil
 }
 
 // canonical sorts the blocks one level inside each table by their text.

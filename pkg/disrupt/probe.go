@@ -159,20 +159,21 @@ func (p ProbeSpec) Check() error {
 	return nil
 }
 
-// Run sends requests from inside namespace ns to target for dur, the
-// first at t0, and returns every request in send order once the last one
-// is answered or timed out.
-func (p ProbeSpec) Run(ctx context.Context, ns string, target netip.AddrPort, t0 time.Time, dur time.Duration) ([]Request, error) {
+// Run sends requests from inside namespace ns to target, the first at t0,
+// until stop ends (or for at most limit), and returns every request in
+// send order once the last one is answered or timed out. Only ctx's end
+// is an error: stop is how the caller ends a probe that went well.
+func (p ProbeSpec) Run(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, limit time.Duration) ([]Request, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	n := int(p.Rate * dur.Seconds())
+	n := int(p.Rate * limit.Seconds())
 	interval := time.Duration(float64(time.Second) / p.Rate)
 	switch p.Kind {
 	case UDPRR:
-		return p.runUDP(ctx, ns, target, t0, n, interval)
+		return p.runUDP(ctx, stop, ns, target, t0, n, interval)
 	default:
-		return p.runCRR(ctx, ns, target, t0, n, interval)
+		return p.runCRR(ctx, stop, ns, target, t0, n, interval)
 	}
 }
 
@@ -192,7 +193,7 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func (p ProbeSpec) runUDP(ctx context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
+func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
 	var conn *net.UDPConn
 	err := netns.Do(ns, func() error {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(target))
@@ -242,7 +243,7 @@ func (p ProbeSpec) runUDP(ctx context.Context, ns string, target netip.AddrPort,
 	var buf [16]byte
 	sent := 0
 	for i := 0; i < n; i++ {
-		if !waitUntil(ctx, t0.Add(time.Duration(i)*interval)) {
+		if !waitUntil(stop, t0.Add(time.Duration(i)*interval)) {
 			break
 		}
 		binary.BigEndian.PutUint64(buf[:], uint64(i))
@@ -271,14 +272,14 @@ func (p ProbeSpec) runUDP(ctx context.Context, ns string, target netip.AddrPort,
 // a non-blocking connect, microseconds), then hands it to a goroutine
 // that may run anywhere: the socket stays in the namespace it was made
 // in, so no thread per outstanding connection has to sit in ns.
-func (p ProbeSpec) runCRR(ctx context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
+func (p ProbeSpec) runCRR(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
 	reqs := make([]Request, n)
 	var wg sync.WaitGroup
 	sent := 0
 	sa := &unix.SockaddrInet4{Port: int(target.Port()), Addr: target.Addr().As4()}
 	err := netns.Do(ns, func() error {
 		for i := 0; i < n; i++ {
-			if !waitUntil(ctx, t0.Add(time.Duration(i)*interval)) {
+			if !waitUntil(stop, t0.Add(time.Duration(i)*interval)) {
 				return nil
 			}
 			start := time.Now()

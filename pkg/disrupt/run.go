@@ -140,7 +140,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 			slots = append(slots, slot{at: settle + time.Duration(len(slots))*spacing, ev: ev, src: src})
 		}
 	}
-	total := settle + time.Duration(len(slots))*spacing
+	planned := settle + time.Duration(len(slots))*spacing
 
 	// The rules as they are before any event: every undo must return to
 	// them, checked once the probes stop.
@@ -164,8 +164,11 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		j.Close(restored)
 	}()
 
-	pctx, cancel := context.WithCancel(ctx)
+	// The probes run until stopped: past the plan when an event's change
+	// takes longer than the spacing, so every event keeps its window.
+	stop, cancel := context.WithCancel(ctx)
 	defer cancel()
+	limit := 3*planned + time.Minute
 	probes := s.probes(a)
 	reqs := make([][]Request, len(probes))
 	perrs := make([]error, len(probes))
@@ -176,11 +179,11 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		go func() {
 			defer wg.Done()
 			ps := ProbeSpec{Kind: p.Kind, Rate: p.Rate, Timeout: time.Duration(p.Timeout)}
-			reqs[i], perrs[i] = ps.Run(pctx, cli.Netns, target, t0, total)
+			reqs[i], perrs[i] = ps.Run(ctx, stop, cli.Netns, target, t0, limit)
 		}()
 	}
 	cpu0 := selfCPU()
-	o.logf("%s: probing %s for %s, %d events", a.Name, target, total.Round(time.Millisecond), len(slots))
+	o.logf("%s: probing %s for %s, %d events", a.Name, target, planned.Round(time.Millisecond), len(slots))
 
 	var marks []Mark
 	var inProc time.Duration
@@ -198,6 +201,9 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 				return fmt.Errorf("event %d (%s): %w", k, sl.ev.Kind, err)
 			}
 			m := Mark{Kind: string(sl.ev.Kind), Start: start, End: end, AgentCPU: cpu, AgentCPUReason: reason, Detail: detail(sl.ev)}
+			if late := start - sl.at; late > 50*time.Millisecond {
+				m.Detail += fmt.Sprintf("; fired %s after its slot: the event before took longer than the spacing", late.Round(time.Millisecond))
+			}
 			inProc += inProcess(l, sl.ev.Kind, cpu)
 			marks = append(marks, m)
 			if undo == nil {
@@ -220,9 +226,15 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		}
 		return nil
 	}()
-	if fireErr != nil {
-		cancel()
+	// The last event gets a whole spacing after its change, as planned.
+	total := planned
+	if n := len(marks); n > 0 {
+		total = max(total, marks[n-1].End+spacing)
 	}
+	if fireErr == nil {
+		waitUntil(ctx, t0.Add(total))
+	}
+	cancel()
 	wg.Wait()
 	wall := time.Since(t0)
 	cpu1 := selfCPU()
@@ -276,6 +288,8 @@ func detail(ev EventSpec) string {
 		return fmt.Sprintf("drop all IPv4 into the server for %s", time.Duration(ev.Duration))
 	case EndpointChange:
 		return fmt.Sprintf("Service %d's endpoint moved", ev.Service)
+	case VswitchdRestart:
+		return fmt.Sprintf("node%d's ovs-vswitchd restarted; its CPU read from /proc at 10 ms resolution", ev.Node)
 	}
 	return ""
 }

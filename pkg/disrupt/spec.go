@@ -73,6 +73,9 @@ type EventSpec struct {
 	// Service is the Service whose endpoint an endpoint-change moves
 	// (0-based; default the middle one of the lab's services=N).
 	Service int `yaml:"service"`
+	// Node is the node whose agent a vswitchd-restart restarts (1 or 2;
+	// default 2, the server's).
+	Node int `yaml:"node"`
 }
 
 // ArmSpec is one lab the events fire at.
@@ -161,6 +164,9 @@ func Parse(data []byte) (*Spec, error) {
 		}
 	}
 	for i := range s.Events {
+		if s.Events[i].Kind == VswitchdRestart && s.Events[i].Node == 0 {
+			s.Events[i].Node = 2
+		}
 		if s.Events[i].Kind == EndpointChange && s.Events[i].Service == 0 {
 			s.Events[i].Service = -1 // the middle one, once the arm's N is known
 		}
@@ -259,6 +265,13 @@ func (s *Spec) Check() error {
 				}
 				if e.Kind == EndpointChange && ls.Endpoints > 1 {
 					return fmt.Errorf("arms[%d] (%s): events[%d] endpoint-change needs endpoints=1", i, a.Name, k)
+				}
+			case VswitchdRestart:
+				if ls.Topology != lab.TopoOVSNetdevGeneve {
+					return fmt.Errorf("arms[%d] (%s): events[%d] vswitchd-restart needs topology ovs-netdev-geneve (its nodes run private OVS daemons; ovs-netdev's is the host's, shared)", i, a.Name, k)
+				}
+				if e.Node < 1 || e.Node > 2 {
+					return fmt.Errorf("events[%d].node %d: want 1 or 2", k, e.Node)
 				}
 			case PolicyReplace:
 				if ls.Policies < 1 {

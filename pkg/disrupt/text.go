@@ -41,7 +41,7 @@ func WriteText(w io.Writer, r *Result) error {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s (%s)\t\n", tl.Probe, kind, n,
 					med(compareMetrics[0].get, "%.1f"), med(compareMetrics[1].get, "%.0f"), med(compareMetrics[2].get, "%.1f"),
-					med(compareMetrics[3].get, "%.2f"),
+					med(compareMetrics[4].get, "%.2f"),
 					med(func(e *EventResult) (float64, bool) { return e.ChangeDurationMs, true }, "%.2f"),
 					med(func(e *EventResult) (float64, bool) {
 						if e.P99Us == nil {

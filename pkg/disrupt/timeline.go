@@ -65,7 +65,8 @@ type EventResult struct {
 	StartMs float64 `json:"start_ms"`
 	EndMs   float64 `json:"end_ms"`
 	// WindowEndMs ends the window the event is judged in: the next
-	// event's start or the probe's end.
+	// event's window (its start less the timeline's window_lead_ms) or
+	// the probe's end. The window opens window_lead_ms before StartMs.
 	WindowEndMs float64 `json:"window_end_ms"`
 	Sent        int     `json:"sent"`
 	Failed      int     `json:"failed"`
@@ -76,7 +77,8 @@ type EventResult struct {
 	LongestGapMs float64 `json:"longest_gap_ms"`
 	// RecoverMs is from the event's start to the send of the first
 	// answered request after the window's last unanswered one; 0 when
-	// every request was answered. Null (with RecoverReason) when the
+	// every request was answered (negative would mean the loss was over
+	// before the event's start, within the window's lead). Null (with RecoverReason) when the
 	// probe never recovered within the window.
 	RecoverMs     *float64 `json:"recover_ms"`
 	RecoverReason string   `json:"recover_reason,omitempty"`
@@ -99,7 +101,10 @@ type Timeline struct {
 	// BucketMs is the timeline's resolution: rate, failures, timeouts
 	// and percentiles are per bucket. Gaps and recovery are measured from
 	// the requests' own timestamps, whose resolution is 1000/RatePerSec ms.
-	BucketMs      float64       `json:"bucket_ms"`
+	BucketMs float64 `json:"bucket_ms"`
+	// WindowLeadMs is how long before its start an event's window opens
+	// (InFlight).
+	WindowLeadMs  float64       `json:"window_lead_ms"`
 	DurationMs    float64       `json:"duration_ms"`
 	Sent          int           `json:"sent"`
 	BaselineP99Us *float64      `json:"baseline_p99_us"`
@@ -111,7 +116,7 @@ type Timeline struct {
 // [0, dur) and judges each mark in its window.
 func Build(probe string, rate float64, timeout, bucket, dur time.Duration, reqs []Request, marks []Mark) *Timeline {
 	tl := &Timeline{Probe: probe, RatePerSec: rate, TimeoutMs: ms(timeout), BucketMs: ms(bucket),
-		DurationMs: ms(dur), Sent: len(reqs), Buckets: []Bucket{}, Events: []EventResult{}}
+		DurationMs: ms(dur), WindowLeadMs: ms(InFlight), Sent: len(reqs), Buckets: []Bucket{}, Events: []EventResult{}}
 	n := int(math.Ceil(float64(dur) / float64(bucket)))
 	lat := make([][]float64, n)
 	tl.Buckets = make([]Bucket, n)
@@ -148,25 +153,33 @@ func Build(probe string, rate float64, timeout, bucket, dur time.Duration, reqs 
 	for i, m := range marks {
 		end := dur
 		if i+1 < len(marks) {
-			end = marks[i+1].Start
+			end = marks[i+1].Start - InFlight
 		}
-		tl.Events = append(tl.Events, judge(reqs, m, end))
+		tl.Events = append(tl.Events, judge(reqs, m, m.Start-InFlight, end))
 	}
 	return tl
 }
 
+// InFlight opens an event's window before its start: a request sent just
+// before an event can still be lost to it (it was on the wire when the
+// change landed), and belongs to that event, not to the one before. The
+// probes' round trips on a lab are well under it (p99 tens to hundreds
+// of µs, docs/disruption.md), and steady traffic before an event loses
+// nothing, so the lead takes in no loss of another cause.
+const InFlight = 20 * time.Millisecond
+
 // judge measures the disruption of mark m among the requests sent in
-// [m.Start, end).
-func judge(reqs []Request, m Mark, end time.Duration) EventResult {
+// [from, end).
+func judge(reqs []Request, m Mark, from, end time.Duration) EventResult {
 	e := EventResult{Kind: m.Kind, Label: m.Label, StartMs: ms(m.Start), EndMs: ms(m.End), WindowEndMs: ms(end),
 		ChangeDurationMs: ms(m.End - m.Start), Detail: m.Detail, AgentCPUReason: m.AgentCPUReason}
 	if m.AgentCPU != nil {
 		v := ms(*m.AgentCPU)
 		e.AgentCPUMs = &v
 	}
-	lo, _ := slices.BinarySearchFunc(reqs, m.Start, func(r Request, t time.Duration) int { return cmpDur(r.Sent, t) })
+	lo, _ := slices.BinarySearchFunc(reqs, from, func(r Request, t time.Duration) int { return cmpDur(r.Sent, t) })
 	hi, _ := slices.BinarySearchFunc(reqs, end, func(r Request, t time.Duration) int { return cmpDur(r.Sent, t) })
-	w := reqs[lo:hi]
+	w := reqs[lo:max(lo, hi)]
 	e.Sent = len(w)
 	var lat []float64
 	gapStart := time.Duration(-1) // send time of the current run's first unanswered request

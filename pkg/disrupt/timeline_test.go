@@ -37,8 +37,8 @@ func TestBuildMeasuresAHole(t *testing.T) {
 		}
 	}
 	e := tl.Events[0]
-	if e.LongestGapMs != 200 || e.Timeouts != 200 || e.Failed != 0 || e.Sent != 2000 {
-		t.Errorf("event: gap %v, timeouts %d, failed %d, sent %d; want 200, 200, 0, 2000", e.LongestGapMs, e.Timeouts, e.Failed, e.Sent)
+	if e.LongestGapMs != 200 || e.Timeouts != 200 || e.Failed != 0 || e.Sent != 2020 {
+		t.Errorf("event: gap %v, timeouts %d, failed %d, sent %d; want 200, 200, 0, 2020 (from 20 ms before the event)", e.LongestGapMs, e.Timeouts, e.Failed, e.Sent)
 	}
 	if e.RecoverMs == nil || *e.RecoverMs != 200 {
 		t.Errorf("recover %v, want 200", e.RecoverMs)
@@ -58,7 +58,7 @@ func TestJudgeEdges(t *testing.T) {
 	if a.LongestGapMs != 0 || a.RecoverMs == nil || *a.RecoverMs != 0 || a.Timeouts+a.Failed != 0 {
 		t.Errorf("quiet event: %+v", a)
 	}
-	if a.WindowEndMs != 1000 || b.WindowEndMs != 2000 {
+	if a.WindowEndMs != 980 || b.WindowEndMs != 2000 {
 		t.Errorf("windows end at %v and %v", a.WindowEndMs, b.WindowEndMs)
 	}
 	if b.Failed != 500 || b.Timeouts != 0 || b.RecoverMs != nil || b.RecoverReason == "" || b.LongestGapMs != 500 {
@@ -116,5 +116,20 @@ func TestCompareVerdicts(t *testing.T) {
 	}
 	if math.IsNaN(*got["longest_gap_ms"].MedianA) {
 		t.Error("NaN median")
+	}
+}
+
+// A request sent just before an event and lost to it belongs to that
+// event: the event before it recovered, and this one's gap starts there.
+func TestInFlightRequestBelongsToTheNextEvent(t *testing.T) {
+	reqs := steady(3000, 1997*time.Millisecond, 2150*time.Millisecond, Timeout)
+	marks := []Mark{{Kind: "a", Start: 1000 * time.Millisecond}, {Kind: "b", Start: 2000 * time.Millisecond}}
+	tl := Build("udp-rr", 1000, time.Second, 100*time.Millisecond, 3*time.Second, reqs, marks)
+	a, b := tl.Events[0], tl.Events[1]
+	if a.Timeouts != 0 || a.RecoverMs == nil || *a.RecoverMs != 0 {
+		t.Errorf("event before: %+v", a)
+	}
+	if b.Timeouts != 153 || b.LongestGapMs != 153 || b.RecoverMs == nil || *b.RecoverMs != 150 {
+		t.Errorf("event: timeouts %d, gap %v, recover %v; want 153, 153, 150", b.Timeouts, b.LongestGapMs, b.RecoverMs)
 	}
 }
