@@ -289,7 +289,7 @@ func detail(ev EventSpec) string {
 	case EndpointChange:
 		return fmt.Sprintf("Service %d's endpoint moved", ev.Service)
 	case VswitchdRestart:
-		return fmt.Sprintf("node%d's ovs-vswitchd restarted; its CPU read from /proc at 10 ms resolution", ev.Node)
+		return fmt.Sprintf("node%d's ovs-vswitchd restarted; its CPU is the new daemon's run time until the restart is done (schedstat)", ev.Node)
 	}
 	return ""
 }

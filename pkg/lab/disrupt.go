@@ -42,10 +42,6 @@ type AgentWork struct {
 // NodeNetns lists the lab's node namespaces, node1 first.
 func (l *Lab) NodeNetns() []string { return makeLayout(l.Spec, l.ID).nodeNS }
 
-// RulesetNetns lists the namespaces whose netfilter rules the lab's knobs
-// and these updates write: the nodes, and the pods.
-func (l *Lab) RulesetNetns() []string { return makeLayout(l.Spec, l.ID).namespaces() }
-
 // proxyPorts regenerates the lab's Services as applyProxy wrote them.
 func (l *Lab) proxyPorts() ([]svcPort, *layout, error) {
 	if l.Spec == nil || l.Spec.Proxy == "" || l.Spec.Services < 1 {
@@ -71,7 +67,9 @@ func (l *Lab) ProxyResync(ctx context.Context) (AgentWork, error) {
 		if l.Spec.Proxy == ProxyIPTables {
 			return restoreIPTables(ns, iptablesResync(ports))
 		}
-		return nftBatch(ns, nftBatchBytes(ports), func(c *nftables.Conn) error {
+		// Twice the load's buffer: every chain's flush is one more message
+		// the kernel acknowledges (ENOBUFS at 10,000 Services otherwise).
+		return nftBatch(ns, 2*nftBatchBytes(ports), func(c *nftables.Conn) error {
 			t := &nftables.Table{Name: kubeProxyTable, Family: nftables.TableFamilyIPv4}
 			for _, name := range nftChainNames(ports) {
 				c.FlushChain(&nftables.Chain{Name: name, Table: t})
@@ -373,6 +371,33 @@ func (l *Lab) RestartVswitchd(ctx context.Context, node int) (AgentWork, error) 
 	return AgentWork{CPU: cpu}, err
 }
 
+// procCPU is the time a process's threads have run, from each thread's
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc/<pid>/stat counts
+// in 10 ms ticks, too coarse for a daemon's start).
+func procCPU(pid int) (time.Duration, error) {
+	tids, err := procIDs(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 1 {
+			return 0, fmt.Errorf("/proc/%d/task/%d/schedstat: empty", pid, tid)
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/task/%d/schedstat: %q", pid, tid, f[0])
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, nil
+}
+
 func readPid(pidfile string) (int, error) {
 	b, err := os.ReadFile(pidfile)
 	if err != nil {
@@ -383,25 +408,4 @@ func readPid(pidfile string) (int, error) {
 		return 0, fmt.Errorf("pid file %s: %q is not a pid", pidfile, strings.TrimSpace(string(b)))
 	}
 	return pid, nil
-}
-
-// procCPU is a process's user+system time from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command (which may hold spaces) start after ")".
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseUint(f[11], 10, 64)
-	st, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	// USER_HZ is 100 on every Linux architecture Go supports.
-	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
