@@ -1,0 +1,24 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// `disrupt` refuses what it cannot run with one line and exit 2, before
+// anything is built.
+func TestDisruptUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nevents: [{kind: kube-proxy-resync}]\narms: [{name: a, topology: veth}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantUsageErrors(t, []usageCase{
+		{[]string{"disrupt", "run"}, "needs one disruption experiment"},
+		{[]string{"disrupt", "run", "no-such-experiment"}, "blackhole-resolution"},
+		{[]string{"disrupt", "run", bad}, "needs knobs {proxy"},
+		{[]string{"disrupt", "report", filepath.Join(dir, "none.json")}, "disrupt report"},
+		{[]string{"disrupt", "report", bad, "--format", "pdf"}, "--format"},
+	})
+}
