@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +49,11 @@ type ArmResult struct {
 	// user and system time less the agents' in-process netlink batches.
 	ProbeCPUPct    *float64 `json:"probe_cpu_pct"`
 	ProbeCPUReason string   `json:"probe_cpu_reason,omitempty"`
+	// HostConntrackMax is net.netfilter.nf_conntrack_max when the probes
+	// started and when they stopped: another tenant lowering it while the
+	// connect-per-request probe's entries pile up drops its SYNs ("table
+	// full"), which is then no event's doing. Null when unreadable.
+	HostConntrackMax []*int `json:"host_conntrack_max"`
 	// Restored says the rules of every namespace the events touched were
 	// identical to the start's when the arm ended (journal.go).
 	Restored bool `json:"restored"`
@@ -183,6 +191,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		}()
 	}
 	cpu0 := selfCPU()
+	ctMax0 := readInt("/proc/sys/net/netfilter/nf_conntrack_max")
 	o.logf("%s: probing %s for %s, %d events", a.Name, target, planned.Round(time.Millisecond), len(slots))
 
 	var marks []Mark
@@ -238,6 +247,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 	wg.Wait()
 	wall := time.Since(t0)
 	cpu1 := selfCPU()
+	ar.HostConntrackMax = []*int{ctMax0, readInt("/proc/sys/net/netfilter/nf_conntrack_max")}
 	if pending != nil {
 		// The run failed or was interrupted mid-change: undo it first.
 		if _, err := pending(context.Background()); err != nil {
@@ -292,6 +302,19 @@ func detail(ev EventSpec) string {
 		return fmt.Sprintf("node%d's ovs-vswitchd restarted; its CPU is the new daemon's run time until the restart is done (schedstat)", ev.Node)
 	}
 	return ""
+}
+
+// readInt reads a number from a /proc file; nil when it cannot.
+func readInt(path string) *int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil
+	}
+	return &v
 }
 
 // selfCPU is this process's user+system time; -1 when unreadable.

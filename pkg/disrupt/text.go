@@ -23,6 +23,9 @@ func WriteText(w io.Writer, r *Result) error {
 			restored = "RULES NOT RESTORED"
 		}
 		fmt.Fprintf(w, "\n%s (%s → %s): %s; %s\n", a.Name, strings.TrimSpace(a.Topology+" "+knobText(a.Knobs)), a.Target, cpu, restored)
+		if m := a.HostConntrackMax; len(m) == 2 && m[0] != nil && m[1] != nil && *m[0] != *m[1] {
+			fmt.Fprintf(w, "warning: net.netfilter.nf_conntrack_max changed from %d to %d while probing (another tenant of the host)\n", *m[0], *m[1])
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "probe\tevent\tn\tgap ms\tlost\trecover ms\tagent CPU ms\tchange ms\tp99 µs (before)\t")
 		for _, tl := range a.Timelines {
