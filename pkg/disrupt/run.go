@@ -211,7 +211,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 			}
 			m := Mark{Kind: string(sl.ev.Kind), Start: start, End: end, AgentCPU: cpu, AgentCPUReason: reason, Detail: detail(sl.ev)}
 			if late := start - sl.at; late > 50*time.Millisecond {
-				m.Detail += fmt.Sprintf("; fired %s after its slot: the event before took longer than the spacing", late.Round(time.Millisecond))
+				m.Detail = strings.TrimPrefix(m.Detail+fmt.Sprintf("; fired %s after its slot: the event before took longer than the spacing", late.Round(time.Millisecond)), "; ")
 			}
 			inProc += inProcess(l, sl.ev.Kind, cpu)
 			marks = append(marks, m)
