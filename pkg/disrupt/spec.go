@@ -72,7 +72,10 @@ type EventSpec struct {
 	Duration Duration `yaml:"duration"`
 	// Service is the Service whose endpoint an endpoint-change moves
 	// (0-based; default the middle one of the lab's services=N).
-	Service int `yaml:"service"`
+	ServiceYAML *int `yaml:"service"`
+	// Service is ServiceYAML read: -1 for the middle one, chosen once the
+	// arm's N is known.
+	Service int `yaml:"-"`
 	// Node is the node whose agent a vswitchd-restart restarts (1 or 2;
 	// default 2, the server's).
 	Node int `yaml:"node"`
@@ -150,9 +153,7 @@ func Parse(data []byte) (*Spec, error) {
 	if s.Repeats == 0 {
 		s.Repeats = 1
 	}
-	for _, ps := range [][]ProbeYAML{s.Probes} {
-		defaultProbes(ps)
-	}
+	defaultProbes(s.Probes)
 	if len(s.Probes) == 0 {
 		s.Probes = []ProbeYAML{{Kind: UDPRR}}
 		defaultProbes(s.Probes)
@@ -167,8 +168,9 @@ func Parse(data []byte) (*Spec, error) {
 		if s.Events[i].Kind == VswitchdRestart && s.Events[i].Node == 0 {
 			s.Events[i].Node = 2
 		}
-		if s.Events[i].Kind == EndpointChange && s.Events[i].Service == 0 {
-			s.Events[i].Service = -1 // the middle one, once the arm's N is known
+		s.Events[i].Service = -1
+		if v := s.Events[i].ServiceYAML; v != nil {
+			s.Events[i].Service = *v
 		}
 	}
 	if s.Baseline == "" && len(s.Arms) > 0 {
@@ -260,7 +262,7 @@ func (s *Spec) Check() error {
 				if ls.Proxy == "" || ls.Services < 2 {
 					return fmt.Errorf("arms[%d] (%s): events[%d] %s needs knobs {proxy: iptables|nftables, services: N ≥ 2}", i, a.Name, k, e.Kind)
 				}
-				if e.Kind == EndpointChange && (e.Service >= ls.Services-1 || e.Service < -1) {
+				if e.Kind == EndpointChange && e.ServiceYAML != nil && (e.Service >= ls.Services-1 || e.Service < 0) {
 					return fmt.Errorf("events[%d].service %d: want 0 to %d (the last Service is the probed one)", k, e.Service, ls.Services-2)
 				}
 				if e.Kind == EndpointChange && ls.Endpoints > 1 {

@@ -51,6 +51,16 @@ func TestSpecRefusals(t *testing.T) {
 			t.Errorf("%q: got %v, want one line with %q matching ErrInvalid", tc.text, err, tc.want)
 		}
 	}
+	// service: 0 is the first Service, not "unset" (the middle one).
+	for text, want := range map[string]int{
+		"name: x\nevents: [{kind: endpoint-change, service: 0}]\narms: [{name: a, topology: native, knobs: {proxy: nftables, services: \"5\"}}]\n": 0,
+		"name: x\nevents: [{kind: endpoint-change}]\narms: [{name: a, topology: native, knobs: {proxy: nftables, services: \"5\"}}]\n":             -1,
+	} {
+		s, err := Parse([]byte(text))
+		if err != nil || s.Check() != nil || s.Events[0].Service != want {
+			t.Errorf("%q: service %d (%v), want %d", text, s.Events[0].Service, err, want)
+		}
+	}
 	if _, err := Load("no-such"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "blackhole-resolution") {
 		t.Errorf("unknown ready name: %v (want the ready ones listed)", err)
 	}
