@@ -3,6 +3,7 @@ package disrupt
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -290,5 +291,34 @@ arms: [{name: ovs, topology: ovs-netdev-geneve}]
 	last := tl.Buckets[len(tl.Buckets)-1]
 	if last.OK == 0 || last.Timeouts > 0 {
 		t.Errorf("after the restarts the probe is not answered: %+v", last)
+	}
+}
+
+// A probe has no length of its own: it runs until stopped, every request
+// answered on a quiet pair, at its rate.
+func TestPrivProbeRunsUntilStopped(t *testing.T) {
+	p := testns.NewPair(t)
+	echo, err := StartEcho(p.B, ProbePort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	target := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p.BIP.To4())), ProbePort)
+	for _, kind := range ProbeKinds {
+		stop, cancel := context.WithCancel(context.Background())
+		t0 := time.Now()
+		time.AfterFunc(700*time.Millisecond, cancel)
+		reqs, err := ProbeSpec{Kind: kind, Rate: 1000, Timeout: 200 * time.Millisecond}.Run(context.Background(), stop, p.A, target, t0)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if len(reqs) < 650 || len(reqs) > 710 {
+			t.Errorf("%s: %d requests in 700 ms at 1000/s", kind, len(reqs))
+		}
+		for i, r := range reqs {
+			if r.Outcome != OK || r.Latency <= 0 || (i > 0 && r.Sent < reqs[i-1].Sent) {
+				t.Fatalf("%s: request %d: %+v", kind, i, r)
+			}
+		}
 	}
 }

@@ -160,20 +160,21 @@ func (p ProbeSpec) Check() error {
 }
 
 // Run sends requests from inside namespace ns to target, the first at t0,
-// until stop ends (or for at most limit), and returns every request in
-// send order once the last one is answered or timed out. Only ctx's end
-// is an error: stop is how the caller ends a probe that went well.
-func (p ProbeSpec) Run(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, limit time.Duration) ([]Request, error) {
+// until stop ends, and returns every request in send order once the last
+// one is answered or timed out. Only ctx's end is an error: stop is how
+// the caller ends a probe that went well. The probe has no length of its
+// own: an event that takes minutes (iptables-restore of a large ruleset
+// on a busy host) is watched to its end.
+func (p ProbeSpec) Run(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time) ([]Request, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	n := int(p.Rate * limit.Seconds())
 	interval := time.Duration(float64(time.Second) / p.Rate)
 	switch p.Kind {
 	case UDPRR:
-		return p.runUDP(ctx, stop, ns, target, t0, n, interval)
+		return p.runUDP(ctx, stop, ns, target, t0, interval)
 	default:
-		return p.runCRR(ctx, stop, ns, target, t0, n, interval)
+		return p.runCRR(ctx, stop, ns, target, t0, interval)
 	}
 }
 
@@ -193,7 +194,7 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
+func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, interval time.Duration) ([]Request, error) {
 	var conn *net.UDPConn
 	err := netns.Do(ns, func() error {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(target))
@@ -203,9 +204,10 @@ func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.Add
 	if err != nil {
 		return nil, fmt.Errorf("probe: udp socket in %s: %w", ns, err)
 	}
-	reqs := make([]Request, n)
-	sentAt := make([]time.Time, n)
-	answered := make([]bool, n)
+	// Grown by the sender, read by the receiver, both under mu.
+	var reqs []Request
+	var sentAt []time.Time
+	var answered []bool
 	var mu sync.Mutex
 	recvDone := make(chan struct{})
 	go func() {
@@ -226,10 +228,11 @@ func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.Add
 				continue
 			}
 			seq := binary.BigEndian.Uint64(buf)
-			if seq >= uint64(n) {
+			mu.Lock()
+			if seq >= uint64(len(reqs)) {
+				mu.Unlock()
 				continue
 			}
-			mu.Lock()
 			if !answered[seq] && !sentAt[seq].IsZero() && reqs[seq].Outcome != Failed {
 				answered[seq] = true
 				lat := now.Sub(sentAt[seq])
@@ -242,15 +245,16 @@ func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.Add
 	}()
 	var buf [16]byte
 	sent := 0
-	for i := 0; i < n; i++ {
+	for i := 0; ; i++ {
 		if !waitUntil(stop, t0.Add(time.Duration(i)*interval)) {
 			break
 		}
 		binary.BigEndian.PutUint64(buf[:], uint64(i))
 		mu.Lock()
 		now := time.Now()
-		sentAt[i] = now
-		reqs[i] = Request{Sent: now.Sub(t0), Outcome: Timeout}
+		sentAt = append(sentAt, now)
+		answered = append(answered, false)
+		reqs = append(reqs, Request{Sent: now.Sub(t0), Outcome: Timeout})
 		mu.Unlock()
 		if _, err := conn.Write(buf[:]); err != nil {
 			mu.Lock()
@@ -261,7 +265,10 @@ func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.Add
 	}
 	// The last requests get their full timeout.
 	if sent > 0 {
-		waitUntil(ctx, sentAt[sent-1].Add(p.Timeout))
+		mu.Lock()
+		last := sentAt[sent-1]
+		mu.Unlock()
+		waitUntil(ctx, last.Add(p.Timeout))
 	}
 	conn.Close()
 	<-recvDone
@@ -272,41 +279,45 @@ func (p ProbeSpec) runUDP(ctx, stop context.Context, ns string, target netip.Add
 // a non-blocking connect, microseconds), then hands it to a goroutine
 // that may run anywhere: the socket stays in the namespace it was made
 // in, so no thread per outstanding connection has to sit in ns.
-func (p ProbeSpec) runCRR(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, n int, interval time.Duration) ([]Request, error) {
-	reqs := make([]Request, n)
+func (p ProbeSpec) runCRR(ctx, stop context.Context, ns string, target netip.AddrPort, t0 time.Time, interval time.Duration) ([]Request, error) {
+	// One Request per connection, each written by its own goroutine: the
+	// list of them grows, the Requests do not move.
+	var reqs []*Request
 	var wg sync.WaitGroup
-	sent := 0
 	sa := &unix.SockaddrInet4{Port: int(target.Port()), Addr: target.Addr().As4()}
 	err := netns.Do(ns, func() error {
-		for i := 0; i < n; i++ {
+		for i := 0; ; i++ {
 			if !waitUntil(stop, t0.Add(time.Duration(i)*interval)) {
 				return nil
 			}
 			start := time.Now()
-			reqs[i] = Request{Sent: start.Sub(t0), Outcome: Timeout}
-			sent = i + 1
+			r := &Request{Sent: start.Sub(t0), Outcome: Timeout}
+			reqs = append(reqs, r)
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
 				return fmt.Errorf("probe: tcp socket in %s: %w", ns, err)
 			}
 			if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 				unix.Close(fd)
-				reqs[i].Outcome = Failed
+				r.Outcome = Failed
 				continue
 			}
 			wg.Add(1)
 			go func(i, fd int) {
 				defer wg.Done()
-				reqs[i].Outcome, reqs[i].Latency = p.exchange(fd, i, start)
+				r.Outcome, r.Latency = p.exchange(fd, i, start)
 			}(i, fd)
 		}
-		return nil
 	})
 	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	return reqs[:sent], ctx.Err()
+	out := make([]Request, len(reqs))
+	for i, r := range reqs {
+		out[i] = *r
+	}
+	return out, ctx.Err()
 }
 
 // exchange finishes one connect-per-request transaction on a connecting

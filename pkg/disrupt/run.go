@@ -176,7 +176,6 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 	// takes longer than the spacing, so every event keeps its window.
 	stop, cancel := context.WithCancel(ctx)
 	defer cancel()
-	limit := 3*planned + time.Minute
 	probes := s.probes(a)
 	reqs := make([][]Request, len(probes))
 	perrs := make([]error, len(probes))
@@ -187,7 +186,7 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 		go func() {
 			defer wg.Done()
 			ps := ProbeSpec{Kind: p.Kind, Rate: p.Rate, Timeout: time.Duration(p.Timeout)}
-			reqs[i], perrs[i] = ps.Run(ctx, stop, cli.Netns, target, t0, limit)
+			reqs[i], perrs[i] = ps.Run(ctx, stop, cli.Netns, target, t0)
 		}()
 	}
 	cpu0 := selfCPU()
