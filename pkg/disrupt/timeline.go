@@ -102,8 +102,8 @@ type Timeline struct {
 	// and percentiles are per bucket. Gaps and recovery are measured from
 	// the requests' own timestamps, whose resolution is 1000/RatePerSec ms.
 	BucketMs float64 `json:"bucket_ms"`
-	// WindowLeadMs is how long before its start an event's window opens
-	// (InFlight).
+	// WindowLeadMs is how long before its start an event's window opens:
+	// InFlight, or twice BaselineP99Us when longer, at most the timeout.
 	WindowLeadMs  float64       `json:"window_lead_ms"`
 	DurationMs    float64       `json:"duration_ms"`
 	Sent          int           `json:"sent"`
@@ -150,22 +150,31 @@ func Build(probe string, rate float64, timeout, bucket, dur time.Duration, reqs 
 		first = marks[0].Start
 	}
 	tl.BaselineP99Us = quantile(latencies(reqs, 0, first), 0.99)
+	lead := InFlight
+	if tl.BaselineP99Us != nil {
+		// On a loaded host (or a userspace datapath) round trips are
+		// longer, and so is the time a request is on the wire.
+		lead = max(lead, time.Duration(2**tl.BaselineP99Us*1e3))
+	}
+	lead = min(lead, timeout)
+	tl.WindowLeadMs = ms(lead)
 	for i, m := range marks {
 		end := dur
 		if i+1 < len(marks) {
-			end = marks[i+1].Start - InFlight
+			end = marks[i+1].Start - lead
 		}
-		tl.Events = append(tl.Events, judge(reqs, m, m.Start-InFlight, end))
+		tl.Events = append(tl.Events, judge(reqs, m, m.Start-lead, end))
 	}
 	return tl
 }
 
-// InFlight opens an event's window before its start: a request sent just
-// before an event can still be lost to it (it was on the wire when the
-// change landed), and belongs to that event, not to the one before. The
-// probes' round trips on a lab are well under it (p99 tens to hundreds
-// of µs, docs/disruption.md), and steady traffic before an event loses
-// nothing, so the lead takes in no loss of another cause.
+// InFlight is the least an event's window opens before its start: a
+// request sent just before an event can still be lost to it (it was on
+// the wire when the change landed), and belongs to that event, not to the
+// one before. The lead is twice the probe's p99 before the first event
+// when that is longer (a loaded host, a userspace datapath), at most the
+// timeout; steady traffic before an event loses nothing, so the lead
+// takes in no loss of another cause.
 const InFlight = 20 * time.Millisecond
 
 // judge measures the disruption of mark m among the requests sent in

@@ -133,3 +133,23 @@ func TestInFlightRequestBelongsToTheNextEvent(t *testing.T) {
 		t.Errorf("event: timeouts %d, gap %v, recover %v; want 153, 153, 150", b.Timeouts, b.LongestGapMs, b.RecoverMs)
 	}
 }
+
+// On a slow path the window opens twice the baseline p99 early: requests
+// sent 60 ms before an event at a 30 ms p99 and lost belong to it.
+func TestWindowLeadFollowsTheBaseline(t *testing.T) {
+	reqs := steady(3000, 1940*time.Millisecond, 2150*time.Millisecond, Timeout)
+	for i := range reqs {
+		if reqs[i].Outcome == OK {
+			reqs[i].Latency = 30 * time.Millisecond
+		}
+	}
+	marks := []Mark{{Kind: "a", Start: 1000 * time.Millisecond}, {Kind: "b", Start: 2000 * time.Millisecond}}
+	tl := Build("udp-rr", 1000, 500*time.Millisecond, 100*time.Millisecond, 3*time.Second, reqs, marks)
+	if tl.WindowLeadMs != 60 {
+		t.Errorf("lead %v ms, want 60 (2 × p99 30 ms)", tl.WindowLeadMs)
+	}
+	a, b := tl.Events[0], tl.Events[1]
+	if a.Timeouts != 0 || b.Timeouts != 210 || b.RecoverMs == nil || *b.RecoverMs != 150 {
+		t.Errorf("event before: %d lost; event: %d lost, recover %v; want 0, 210, 150", a.Timeouts, b.Timeouts, b.RecoverMs)
+	}
+}
