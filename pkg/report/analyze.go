@@ -93,7 +93,7 @@ func (o Options) Analyze(run *store.Run, samples []store.Sample) *Model {
 			}
 		}
 	}
-	if m.Baseline != "" {
+	if m.Baseline != "" && !o.cellsOnly {
 		for k, c := range m.cells {
 			if k.Arm == m.Baseline || len(c.Values) == 0 {
 				continue

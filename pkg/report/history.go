@@ -114,7 +114,7 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 	// Each run's analysis and each series' change-point search is
 	// independent of the others: spread them over the CPUs (a thousand
 	// runs' history took 2.7 s on one).
-	parallel(len(sorted), func(i int) { models[i] = Analyze(sorted[i].Run, sorted[i].Samples) })
+	parallel(len(sorted), func(i int) { models[i] = Options{cellsOnly: true}.Analyze(sorted[i].Run, sorted[i].Samples) })
 	for i, x := range sorted {
 		hr := HistoryRun{ID: x.Run.ID, Name: x.Run.Name, Started: x.Run.Started.UTC(), Host: x.Run.Host, Changed: []string{}}
 		if i > 0 {

@@ -17,6 +17,11 @@ type Options struct {
 	// says two arms within ±5% of each other are equivalent. 0 means
 	// stats.DefaultMargin.
 	Margin float64
+
+	// cellsOnly skips the verdicts and ratios against the baseline: a
+	// history plots each run's cells and never reads them, and they were
+	// two thirds of analysing a run.
+	cellsOnly bool
 }
 
 // margin is the margin in force.
