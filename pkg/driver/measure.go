@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
 	// Only for the types os/exec speaks (SysProcAttr, the *Rusage of
 	// ProcessState.SysUsage); every call into the kernel goes through unix.
 	"syscall"
@@ -67,7 +69,7 @@ func Measure(ctx context.Context, d Driver, spec Spec, serverNS, clientNS string
 	}
 	defer stopServer()
 
-	if err := srv.waitListening(ctx, spec.Port, ReadyTimeout); err != nil {
+	if err := srv.waitListening(ctx, spec.Port, serverUDPOnly(d, spec.Test), ReadyTimeout); err != nil {
 		return nil, fmt.Errorf("%s server (%s): %w", name, strings.Join(srvArgv, " "), err)
 	}
 
@@ -315,7 +317,7 @@ func statPgrp(stat []byte) (int, bool) {
 // (/proc/<pid>/net/{tcp,tcp6,udp,udp6}) until port is bound: a TCP socket in
 // LISTEN or a bound UDP socket. Probing with a connection instead would use
 // up one-shot servers such as `iperf3 -s -1`.
-func (p *process) waitListening(ctx context.Context, port int, timeout time.Duration) error {
+func (p *process) waitListening(ctx context.Context, port int, udpOnly bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
@@ -323,7 +325,7 @@ func (p *process) waitListening(ctx context.Context, port int, timeout time.Dura
 			return fmt.Errorf("exited before listening (%v): %s", p.waitErr, tailLine(p.stderr.String()))
 		default:
 		}
-		ok, err := portBound(p.cmd.Process.Pid, port)
+		ok, err := portBound(p.cmd.Process.Pid, port, udpOnly)
 		if err != nil {
 			return err
 		}
@@ -341,9 +343,17 @@ func (p *process) waitListening(ctx context.Context, port int, timeout time.Dura
 	}
 }
 
-// portBound reports whether the network namespace of pid has port bound.
-func portBound(pid, port int) (bool, error) {
-	for _, f := range []string{"tcp", "tcp6", "udp", "udp6"} {
+// portBound reports whether the network namespace of pid has port bound:
+// a TCP listener, or for a server that binds only UDP, a UDP socket. Only
+// the server's own protocol counts: any other socket of that namespace may
+// hold the same number as a UDP port (TestServeQperf once saw qperf
+// declared ready before it listened, while other packages' tests ran).
+func portBound(pid, port int, udpOnly bool) (bool, error) {
+	tables := []string{"tcp", "tcp6"}
+	if udpOnly {
+		tables = []string{"udp", "udp6"}
+	}
+	for _, f := range tables {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -351,11 +361,27 @@ func portBound(pid, port int) (bool, error) {
 			}
 			return false, err
 		}
-		if ParseProcNetBound(b, port, strings.HasPrefix(f, "tcp")) {
+		if ParseProcNetBound(b, port, !udpOnly) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// serverUDPOnly reports whether d's server for test binds only UDP (see
+// Servers): sockperf's for udp_lat does; qperf and iperf3 take every test
+// over a TCP control connection.
+func serverUDPOnly(d Driver, test string) bool {
+	servers, err := Servers(d, 0)
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if slices.Contains(s.Tests, test) {
+			return s.UDPOnly
+		}
+	}
+	return false
 }
 
 // ParseProcNetBound reports whether a /proc/net/{tcp,udp}[6] table has a

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cnibench/cnibench/internal/testns"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibench/cnibench/internal/testns"
 
 	"github.com/cnibench/cnibench/pkg/result"
 	"golang.org/x/sys/unix"
@@ -327,5 +328,35 @@ func startPinnedIn(t *testing.T, ns string) {
 	var self unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &self); err != nil || self.Count() != runtime.NumCPU() {
 		t.Errorf("the test's thread was left pinned: %d CPUs (%v)", self.Count(), err)
+	}
+}
+
+// TestPortBoundOwnProtocolOnly: a UDP socket on a port does not make a TCP
+// server ready there, nor a TCP listener a UDP-only one.
+func TestPortBoundOwnProtocolOnly(t *testing.T) {
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	port := u.LocalAddr().(*net.UDPAddr).Port
+	pid := os.Getpid()
+	if ok, err := portBound(pid, port, false); err != nil || ok {
+		t.Errorf("UDP socket on %d counted as a TCP listener: %v %v", port, ok, err)
+	}
+	if ok, err := portBound(pid, port, true); err != nil || !ok {
+		t.Errorf("UDP socket on %d not seen: %v %v", port, ok, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tport := l.Addr().(*net.TCPAddr).Port
+	if ok, err := portBound(pid, tport, false); err != nil || !ok {
+		t.Errorf("TCP listener on %d not seen: %v %v", tport, ok, err)
+	}
+	if ok, err := portBound(pid, tport, true); err != nil || ok {
+		t.Errorf("TCP listener on %d counted as a UDP server: %v %v", tport, ok, err)
 	}
 }

@@ -95,7 +95,7 @@ func Serve(ctx context.Context, d Driver, port int, log io.Writer) error {
 		}
 		procs = append(procs, p)
 		go func() { <-p.done; exited <- i }()
-		if err := p.waitListening(ctx, port, ReadyTimeout); err != nil {
+		if err := p.waitListening(ctx, port, s.UDPOnly, ReadyTimeout); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
