@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -123,6 +124,18 @@ func TestWatchDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Wait()
+	// Until the child has exec'd, its command line is still this test's:
+	// wait for sh's (a loaded host took long enough for Health to look).
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if strings.Contains(string(b), dir) {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("stand-in daemon's command line never named %s: %q", dir, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	b := &builder{l: &Lab{Daemons: []Daemon{{Name: "ovn-controller", Where: "node1", PID: cmd.Process.Pid, Dir: dir, Log: dir + "/x.log"}}}}
 	if err := b.l.Health(); err != nil {
 		t.Fatalf("alive: %v", err)
