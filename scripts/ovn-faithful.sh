@@ -11,6 +11,12 @@
 #
 # Prints the median one-way latency (sockperf's 50th percentile, µs) of
 # each case in each lab, their ratio and PASS/FAIL; exits 1 on a FAIL.
+#
+# Measured as cnibench measures by default: client on CPU n-2, server on
+# n-1, idle CPUs held awake (/dev/cpu_dma_latency 0) while measuring.
+# Unpinned and free to halt, sockperf's samples in either lab split into
+# ~18 µs and ~40–50 µs same-node modes (2026-11-27 00:24 UTC), which
+# decided the ratio more than the labs did.
 . "$(dirname "$0")/lib.sh"
 cnb_script ovn-faithful
 REPEAT=${REPEAT:-6}
@@ -24,6 +30,9 @@ idb=$(printf 'f%03x' $((RANDOM % 4096)))
 lab=faithful-$idb
 tmp=$(mktemp -d)
 servers=()
+ncpu=$(nproc)
+CPIN=(); SPIN=()
+if [ "$ncpu" -ge 2 ]; then CPIN=(taskset -c $((ncpu - 2))); SPIN=(taskset -c $((ncpu - 1))); fi
 cleanup() {
   [ ${#servers[@]} -gt 0 ] && kill "${servers[@]}" 2>/dev/null
   wait 2>/dev/null
@@ -45,9 +54,9 @@ for id in "$ida" "$idb"; do
     # shellcheck disable=SC2086
     set -- $dst
     # ip netns exec execs sockperf: $! is the server's pid.
-    ip netns exec "$(ns "$id" "$1")" sockperf server -i "$2" -p 11111 >/dev/null 2>&1 &
+    ip netns exec "$(ns "$id" "$1")" "${SPIN[@]}" sockperf server -i "$2" -p 11111 >/dev/null 2>&1 &
     servers+=($!)
-    ip netns exec "$(ns "$id" "$1")" sockperf server -i "$2" -p 11112 --tcp >/dev/null 2>&1 &
+    ip netns exec "$(ns "$id" "$1")" "${SPIN[@]}" sockperf server -i "$2" -p 11112 --tcp >/dev/null 2>&1 &
     servers+=($!)
   done
 done
@@ -58,13 +67,16 @@ one() {
   local id=$1 path=$2 proto=$3 ip=10.16.2.10 port=11111 extra=() out p50
   [ "$path" = same-node ] && ip=10.16.1.11
   [ "$proto" = tcp ] && port=11112 && extra=(--tcp)
-  out=$(ip netns exec "$(ns "$id" client)" sockperf ping-pong -i "$ip" -p "$port" "${extra[@]}" -t "$T" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
+  out=$(ip netns exec "$(ns "$id" client)" "${CPIN[@]}" sockperf ping-pong -i "$ip" -p "$port" "${extra[@]}" -t "$T" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
   p50=$(echo "$out" | awk '/percentile 50.000 =/ {print $NF}')
   [ -n "$p50" ] || fail "sockperf $path $proto in cnb-$id gave no median:
 $out"
   echo "$p50" >>"$tmp/$id-$path-$proto"
 }
 
+"$BIN" tune hold-latency --us 0 >/dev/null 2>&1 &
+servers+=($!) # stopped with the servers
+sleep 0.2
 for r in $(seq "$REPEAT"); do
   order="$ida $idb"
   [ $((r % 2)) = 0 ] && order="$idb $ida"
