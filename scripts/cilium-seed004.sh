@@ -208,7 +208,7 @@ if [ -n "$TUN" ]; then
   # shellcheck disable=SC2086
   "$BIN" report $TUN --format csv >"$OUT/tunnel.csv"
   {
-    echo "#### Seed 004's columns per run (pod-cross-node; median ±95 % CI half-width over $REPEATS repeats)"
+    echo "#### Seed 004's columns per run (pod-cross-node; median ±95 % CI half-width over each run's repeats)"
     echo
     echo "| run | mode | tcp_bw 64 KiB (Gb/s) | sender CPU (%) | receiver CPU (%) | tcp_bw 1 KiB (Gb/s) | sender CPU (%) | receiver CPU (%) | tcp_lat 1 B (µs) | tcp_lat 4 KiB (µs) | tcp_crr 1 B (/s) |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
