@@ -348,6 +348,19 @@ func (c *Cluster) applyDatapath(ok []NodeProbe, nodes []corev1.Node) {
 		dps = append(dps, d)
 		cnis[d.CNI] = true
 	}
+	// The bridge plugin has no agent: its only trace is the cni0 bridge,
+	// made with a node's first pod, so a node that has none yet says
+	// nothing against it (a node without an agent CNI's agent does).
+	if len(cnis) == 2 && cnis[datapath.CNIBridge] && cnis[""] {
+		var known []NodeProbe
+		var kd []datapath.Node
+		for i, d := range dps {
+			if d.CNI != "" {
+				known, kd = append(known, ok[i]), append(kd, d)
+			}
+		}
+		ok, dps, cnis = known, kd, map[string]bool{datapath.CNIBridge: true}
+	}
 	if len(cnis) != 1 || dps[0].CNI == "" {
 		// Nothing known runs, or the nodes differ: the API's answer stands,
 		// unless only stale annotations made it.

@@ -40,6 +40,12 @@ func TestApplyProbes(t *testing.T) {
 		{"no kube-proxy", []NodeProbe{{Node: "n1", KubeProxyError: "no kube-proxy answers on 127.0.0.1:10249 (connection refused)"}}, nil, cniUnknown, cniUnknown, "",
 			"unknown (n1: no kube-proxy answers on 127.0.0.1:10249 (connection refused))"},
 		{"probe failed", []NodeProbe{{Node: "n1", Error: "image pull error"}}, []corev1.Node{flannelNode("n1", "vxlan")}, "flannel", "flannel", "", "unknown (n1: image pull error)"},
+		// The bridge plugin's cni0 comes with a node's first pod: a node
+		// without one yet is no evidence against the bridge (a CI run
+		// read "mixed (k8slab-n1=unknown, k8slab-n2=bridge)").
+		{"bridge, one node without a pod yet", []NodeProbe{{KubeProxyMode: "iptables", Links: []string{"eth0:veth"}, Agents: []string{"kube-proxy"}}, bridge}, nil, cniUnknown, "bridge", "", "iptables"},
+		// An agent CNI's node without the agent is: mixed.
+		{"flannel on one node only", []NodeProbe{vx, {KubeProxyMode: "nftables", Links: []string{"eth0:veth"}, Agents: []string{"kube-proxy"}}}, nil, cniUnknown, "mixed (n1=flannel vxlan, n2=unknown)", "", "nftables"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
