@@ -30,7 +30,7 @@ func Render(t testing.TB, page []byte, screenshot string) (dom string, console [
 		t.Fatal(err)
 	}
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-		"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,2400"}
+		"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,4000"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer

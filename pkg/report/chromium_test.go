@@ -1,54 +1,21 @@
 package report
 
 import (
-	"bytes"
-	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	headlesspkg "github.com/cnibench/cnibench/internal/headless"
 )
 
 // headless opens page in Debian's Chromium the way a person's browser would
-// render it, and returns the DOM after rendering and every console message
-// the page produced. CNIBENCH_SCREENSHOT=FILE.png also saves what it drew.
+// render it (internal/headless), and returns the DOM after rendering and
+// every console message. CNIBENCH_SCREENSHOT=FILE.png also saves what it drew.
 func headless(t *testing.T, page []byte) (dom string, console []string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (scripts/install-deps.sh installs it)")
-	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "report.html")
-	if err := os.WriteFile(file, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-		"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,4000"}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", "file://"+file)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errb.String())
-	}
-	for _, line := range strings.Split(errb.String(), "\n") {
-		if strings.Contains(line, ":CONSOLE") {
-			console = append(console, line)
-		}
-	}
-	if shot := os.Getenv("CNIBENCH_SCREENSHOT"); shot != "" {
-		c := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, "file://"+file)...)
-		if b, err := c.CombinedOutput(); err != nil {
-			t.Errorf("screenshot: %v\n%s", err, b)
-		}
-	}
-	return out.String(), console
+	return headlesspkg.Render(t, page, os.Getenv("CNIBENCH_SCREENSHOT"))
 }
 
 var (
