@@ -14,7 +14,8 @@ import (
 // tool's own server commands (the lab driver's, persistent) until the pod
 // is deleted. With --check it is the pod's startup probe instead: it exits
 // 0 once every one of those servers has bound its port in the pod's
-// network namespace, read from /proc/self/net (no connection is made).
+// network namespace, read from /proc/thread-self/net (no connection is
+// made; /proc/self/net would be the main thread's namespace).
 func newK8sToolServerCmd() *cobra.Command {
 	var engine string
 	var port int
@@ -26,7 +27,7 @@ func newK8sToolServerCmd() *cobra.Command {
 				return UsageError{fmt.Errorf("--engine %q: want qperf, iperf3 or sockperf", engine)}
 			}
 			if check {
-				return driver.Listening(d, port, "/proc/self/net")
+				return driver.Listening(d, port, "/proc/thread-self/net")
 			}
 			err = driver.Serve(cmd.Context(), d, port, cmd.OutOrStdout())
 			if errors.Is(err, driver.ErrNotInstalled) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,7 +326,7 @@ func (p *process) waitListening(ctx context.Context, port int, udpOnly bool, tim
 			return fmt.Errorf("exited before listening (%v): %s", p.waitErr, tailLine(p.stderr.String()))
 		default:
 		}
-		ok, err := portBound(p.cmd.Process.Pid, port, udpOnly)
+		ok, err := portBound(fmt.Sprintf("/proc/%d/net", p.cmd.Process.Pid), port, udpOnly)
 		if err != nil {
 			return err
 		}
@@ -343,18 +344,19 @@ func (p *process) waitListening(ctx context.Context, port int, udpOnly bool, tim
 	}
 }
 
-// portBound reports whether the network namespace of pid has port bound:
+// portBound reports whether the network namespace whose tables are under
+// procNet (/proc/<pid>/net) has port bound:
 // a TCP listener, or for a server that binds only UDP, a UDP socket. Only
 // the server's own protocol counts: any other socket of that namespace may
 // hold the same number as a UDP port (TestServeQperf once saw qperf
 // declared ready before it listened, while other packages' tests ran).
-func portBound(pid, port int, udpOnly bool) (bool, error) {
+func portBound(procNet string, port int, udpOnly bool) (bool, error) {
 	tables := []string{"tcp", "tcp6"}
 	if udpOnly {
 		tables = []string{"udp", "udp6"}
 	}
 	for _, f := range tables {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		b, err := os.ReadFile(filepath.Join(procNet, f))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // no IPv6, or the process is gone (caught by the caller)

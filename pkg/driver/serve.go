@@ -118,8 +118,9 @@ var ErrNotListening = errors.New("not listening")
 
 // Listening returns nil when every server of d (Servers) has bound port in
 // the network namespace whose /proc/net tables are under procNet (e.g.
-// /proc/self/net): TCP in LISTEN, or the UDP port for a UDP-only server. It
-// opens no connection, so it can be a probe that disturbs no measurement.
+// /proc/thread-self/net, this thread's): TCP in LISTEN, or the UDP port for
+// a UDP-only server. It opens no connection, so it can be a probe that
+// disturbs no measurement.
 func Listening(d Driver, port int, procNet string) error {
 	servers, err := Servers(d, port)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,10 @@ func TestServeQperf(t *testing.T) {
 	if _, err := exec.LookPath("qperf"); err != nil {
 		t.Skip("qperf is not installed (apt-get install qperf)")
 	}
+	// Listening reads this thread's namespace (thread-self): the main
+	// thread may sit in a lab namespace an earlier test's netns.Do left it in.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +125,7 @@ func TestServeQperf(t *testing.T) {
 		cancel()
 		t.Fatalf("serve said %q: %v", line[:n], <-done)
 	}
-	if err := driver.Listening(qperf.Driver, port, "/proc/self/net"); err != nil {
+	if err := driver.Listening(qperf.Driver, port, "/proc/thread-self/net"); err != nil {
 		t.Errorf("Listening after Serve's ready line: %v", err)
 	}
 	spec := driver.Spec{Server: "127.0.0.1", Port: port, Test: "tcp_lat", MsgSize: 1, Duration: time.Second}
@@ -135,7 +140,7 @@ func TestServeQperf(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Serve after cancel: %v", err)
 	}
-	if err := driver.Listening(qperf.Driver, port, "/proc/self/net"); err == nil {
+	if err := driver.Listening(qperf.Driver, port, "/proc/thread-self/net"); err == nil {
 		t.Error("qperf still listening after Serve returned")
 	}
 }

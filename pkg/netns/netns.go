@@ -174,12 +174,37 @@ func join(name string) error {
 }
 
 // onLockedThread runs fn in a fresh goroutine locked to its thread and waits.
-// It deliberately never calls UnlockOSThread (see Do).
+// The thread normally exits with the goroutine (no UnlockOSThread, see Do).
+// The process's main thread cannot exit: Go parks it for good instead, still
+// in the namespace (and on the CPU) fn left it in, and /proc/self — the main
+// thread's view, /proc/self/net included — would show a lab's namespace for
+// the rest of the process (CI's TestPortBoundOwnProtocolOnly saw neither of
+// its own sockets there). So on the main thread its namespace and affinity
+// are put back and the thread returned; if that fails it is parked as before.
 func onLockedThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		errc <- fn()
+		if unix.Gettid() != unix.Getpid() {
+			errc <- fn()
+			return
+		}
+		orig, err := vns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("open this thread's netns: %w", err)
+			return
+		}
+		defer orig.Close()
+		var cpus unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+			errc <- fmt.Errorf("read this thread's CPUs: %w", err)
+			return
+		}
+		err = fn()
+		if vns.Set(orig) == nil && unix.SchedSetaffinity(0, &cpus) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

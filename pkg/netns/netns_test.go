@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -129,5 +130,65 @@ func TestShadowedIn(t *testing.T) {
 	}
 	if _, err := parseMountinfo(strings.NewReader("x y\n")); err == nil {
 		t.Error("a short line parsed")
+	}
+}
+
+// TestPrivMainThreadStaysHome: Do and StartOn run on whatever thread the
+// scheduler gives them, the process's main thread included. That thread is
+// what /proc/self shows; it must come back in the process's own namespace
+// and on all its CPUs, or /proc/self/net reads a lab's sockets. The calls
+// run in a fresh test process: once any locked call has parked the main
+// thread (the old way, wherever it was), later calls never meet it.
+func TestPrivMainThreadStaysHome(t *testing.T) {
+	needRoot(t)
+	if name := os.Getenv("CNB_NETNS_HOME_TEST"); name != "" {
+		mainThreadStaysHome(t, name)
+		return
+	}
+	name := runid.Name(runid.New(), "nshome")
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Delete(name) })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPrivMainThreadStaysHome$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "CNB_NETNS_HOME_TEST="+name)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func mainThreadStaysHome(t *testing.T, name string) {
+	home, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		b, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "Cpus_allowed_list:") {
+				return l
+			}
+		}
+		return ""
+	}
+	cpus := status()
+	for i := range 100 {
+		var err error
+		if i%2 == 0 {
+			err = Do(name, func() error { return nil })
+		} else {
+			err = StartOn(name, 0, exec.Command("true"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+		if now, _ := os.Readlink("/proc/self/ns/net"); now != home {
+			t.Fatalf("after %d calls the main thread is in %s, not %s", i+1, now, home)
+		}
+		if now := status(); now != cpus {
+			t.Fatalf("after %d calls the main thread has %q, not %q", i+1, now, cpus)
+		}
 	}
 }
