@@ -266,7 +266,7 @@ func (b *builder) buildOVN(ctx context.Context) error {
 		return nil
 	})
 	for n := range o.nodes {
-		g.Go(func() error { return o.configureNode(n) })
+		g.Go(func() error { return o.configureNode(gctx, n) })
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -481,7 +481,7 @@ func (b *builder) ovnPod(p pod) error {
 // transaction: the chassis settings ovn-controller reads (Kube-OVN's
 // start-ovs.sh sets the same keys), the integration bridge with the node's
 // pods, and the physical bridge with the underlay link.
-func (o *ovnLab) configureNode(n int) error {
+func (o *ovnLab) configureNode(ctx context.Context, n int) error {
 	b, s := o.b, o.b.s
 	ns := b.lo.nodeNS[n]
 	ext := map[string]string{
@@ -537,7 +537,7 @@ func (o *ovnLab) configureNode(n int) error {
 		}
 		ulBr.Ports = append(ulBr.Ports, ovsdb.Port{Name: u})
 	}
-	err := ovsdb.Client{Socket: filepath.Join(o.nodes[n].dir, "db.sock")}.Configure(ovsdb.Config{
+	err := o.nodes[n].client().Configure(ctx, ovsdb.Config{
 		ExternalIDs: ext, OtherConfig: other, Bridges: []ovsdb.BridgeConfig{intBr, ulBr}})
 	if err != nil {
 		return fmt.Errorf("node%d: %w", n+1, err)

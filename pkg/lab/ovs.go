@@ -16,12 +16,15 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/ovsdb"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// Open vSwitch is driven through its own tools (ovs-vsctl speaks OVSDB);
-// the userspace (netdev) datapath needs no kernel module.
+// Open vSwitch's database is written through pkg/ovsdb — JSON-RPC on
+// ovsdb-server's socket, the path pkg/tune takes too — and its daemons are
+// started and stopped by their own programs; the userspace (netdev)
+// datapath needs no kernel module.
 var (
 	ovsCtl      = "/usr/share/openvswitch/scripts/ovs-ctl"
 	ovsRunDir   = "/var/run/openvswitch"
@@ -34,7 +37,7 @@ func probeOVSTools(ctx context.Context, _ *Spec, _ string) error { return probeO
 
 // probeOVS checks that Open vSwitch's daemons and tools are installed.
 func probeOVS(context.Context) error {
-	for _, tool := range []string{"ovs-vsctl", "ovsdb-server", "ovs-vswitchd", "ovsdb-tool"} {
+	for _, tool := range []string{"ovs-appctl", "ovsdb-server", "ovs-vswitchd", "ovsdb-tool"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("open vswitch: %w here: %s not found (install Debian package openvswitch-switch); nothing was created", ErrNotSupported, tool)
 		}
@@ -110,8 +113,26 @@ func runDying(ctx context.Context, argv ...string) (string, error) {
 	return out.String(), nil
 }
 
-func vsctl(ctx context.Context, args ...string) error {
-	_, err := run(ctx, "", nil, append([]string{"ovs-vsctl", "--timeout=10"}, args...)...)
+// vswitchdWait bounds how long a change to a switch waits for its
+// ovs-vswitchd to apply it: a netdev bridge takes milliseconds, DPDK's
+// first initialisation a second or two (ovs-vsctl --timeout=10).
+const vswitchdWait = 10 * time.Second
+
+// hostSwitch is the host's Open vSwitch database. Its changes return once
+// ovs-vswitchd has applied them — the bridge and its ports exist in the
+// datapath — as ovs-vsctl's do without --no-wait.
+func hostSwitch() ovsdb.Client {
+	return ovsdb.Client{Socket: filepath.Join(ovsRunDir, "db.sock"), Wait: vswitchdWait}
+}
+
+// hostVswitchdLog is where Debian's openvswitch-switch logs.
+const hostVswitchdLog = "/var/log/openvswitch/ovs-vswitchd.log"
+
+// seeLog names the log that says why ovs-vswitchd did not apply a change.
+func seeLog(err error, log string) error {
+	if errors.Is(err, ovsdb.ErrNotApplied) {
+		return fmt.Errorf("%w (%s)", err, log)
+	}
 	return err
 }
 
@@ -145,8 +166,10 @@ func stopHostOVS(ctx context.Context) error {
 		return nil
 	}
 	if dbUp {
-		out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "--no-wait", "list-br")
-		if err == nil && strings.TrimSpace(out) != "" {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		brs, err := hostSwitch().Bridges(lctx)
+		cancel()
+		if err == nil && len(brs) > 0 {
 			return nil // still in use: leave it running
 		}
 	}
@@ -204,13 +227,12 @@ func (b *builder) buildOVSNetdev(ctx context.Context) error {
 			return err
 		}
 	}
-	br := b.lo.ovsBr[0]
-	args := []string{"add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"}
+	br := ovsdb.BridgeConfig{Name: b.lo.ovsBr[0], DatapathType: "netdev"}
 	for _, p := range b.lo.pods {
-		args = append(args, "--", "add-port", br, p.hostIf)
+		br.Ports = append(br.Ports, ovsdb.Port{Name: p.hostIf})
 	}
-	if err := vsctl(ctx, args...); err != nil {
-		return err
+	if err := hostSwitch().AddBridges(ctx, br); err != nil {
+		return fmt.Errorf("open vswitch: %w", seeLog(err, hostVswitchdLog))
 	}
 	return b.ovsPods(ctx)
 }
@@ -236,24 +258,37 @@ func (b *builder) ovsPods(_ context.Context) error {
 // host's namespace or the host's Open vSwitch.
 type privOVS struct{ ns, dir string }
 
+// sock is the database's address for the daemons' command lines.
 func (o privOVS) sock() string { return "unix:" + filepath.Join(o.dir, "db.sock") }
+
+// client is the private database; its changes wait for the private
+// vswitchd as hostSwitch's do for the host's.
+func (o privOVS) client() ovsdb.Client {
+	return ovsdb.Client{Socket: filepath.Join(o.dir, "db.sock"), Wait: vswitchdWait}
+}
+
+// log is the private vswitchd's log file.
+func (o privOVS) log() string { return filepath.Join(o.dir, "ovs-vswitchd.log") }
+
 func (o privOVS) env() []string {
 	return []string{"OVS_RUNDIR=" + o.dir, "OVS_LOGDIR=" + o.dir, "OVS_DBDIR=" + o.dir, "OVS_SYSCONFDIR=" + o.dir}
 }
 
 // start starts the private ovsdb-server and the kernel-datapath vswitchd.
 func (o privOVS) start(ctx context.Context) error {
-	if err := o.startDB(ctx); err != nil {
+	if err := o.startDB(ctx, ovsdb.Config{}); err != nil {
 		return err
 	}
 	_, err := run(ctx, o.ns, o.env(), "ovs-vswitchd", o.sock(),
 		"--pidfile="+filepath.Join(o.dir, "ovs-vswitchd.pid"), "--detach", "--no-chdir",
-		"--log-file="+filepath.Join(o.dir, "ovs-vswitchd.log"))
+		"--log-file="+o.log())
 	return err
 }
 
-// startDB starts the private ovsdb-server and initialises its database.
-func (o privOVS) startDB(ctx context.Context) error {
+// startDB starts the private ovsdb-server and initialises its database
+// with cfg (an empty one: `ovs-vsctl --no-wait init`), before any vswitchd
+// reads it.
+func (o privOVS) startDB(ctx context.Context, cfg ovsdb.Config) error {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
@@ -266,17 +301,7 @@ func (o privOVS) startDB(ctx context.Context) error {
 		"--log-file="+filepath.Join(o.dir, "ovsdb-server.log")); err != nil {
 		return err
 	}
-	return o.vsctl(ctx, "--no-wait", "init")
-}
-
-func (o privOVS) vsctl(ctx context.Context, args ...string) error {
-	_, err := o.ctl(ctx, args...)
-	return err
-}
-
-// ctl runs ovs-vsctl against the private database and returns its output.
-func (o privOVS) ctl(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, "", o.env(), append([]string{"ovs-vsctl", "--timeout=10", "--db=" + o.sock()}, args...)...)
+	return o.client().Configure(ctx, cfg)
 }
 
 // stopPrivOVS stops the daemons of private OVS (and OVN) instances and
@@ -419,15 +444,12 @@ func (b *builder) buildOVSNetdevGeneve(ctx context.Context) error {
 		}
 		br, phy := mustIf(b.l.ID, fmt.Sprintf("i%d", n)), mustIf(b.l.ID, fmt.Sprintf("x%d", n))
 		tun := mustIf(b.l.ID, fmt.Sprintf("g%d", n))
-		err := sw[n-1].vsctl(ctx,
-			"add-br", phy, "--", "set", "bridge", phy, "datapath_type=netdev",
-			"--", "add-port", phy, u,
-			"--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-			"--", "add-port", br, p.hostIf,
-			"--", "add-port", br, tun, "--", "set", "interface", tun, "type=geneve",
-			"options:remote_ip="+nodeIP(3-n).String(), "options:key=42")
+		err := sw[n-1].client().AddBridges(ctx,
+			ovsdb.BridgeConfig{Name: phy, DatapathType: "netdev", Ports: []ovsdb.Port{{Name: u}}},
+			ovsdb.BridgeConfig{Name: br, DatapathType: "netdev", Ports: []ovsdb.Port{{Name: p.hostIf},
+				{Name: tun, Type: "geneve", Options: map[string]string{"remote_ip": nodeIP(3 - n).String(), "key": "42"}}}})
 		if err != nil {
-			return fmt.Errorf("node%d: %w", n, err)
+			return fmt.Errorf("node%d: %w", n, seeLog(err, sw[n-1].log()))
 		}
 		// The node's underlay address lives on the physical bridge's
 		// internal port, where OVS native tunnelling looks for it.

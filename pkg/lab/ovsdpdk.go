@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cnibench/cnibench/pkg/ovsdb"
 )
 
 // The ovs-dpdk preset is the ovs-netdev topology (two pods on one
@@ -192,25 +195,22 @@ func (b *builder) buildOVSDPDK(ctx context.Context) error {
 		}
 	}
 	t0 := time.Now()
-	if err := sw.startDB(ctx); err != nil {
-		return fmt.Errorf("ovs-dpdk: start private ovsdb-server: %w", err)
-	}
-	cfg := []string{"--no-wait", "set", "Open_vSwitch", ".",
-		"other_config:dpdk-init=true",
+	cfg := ovsdb.Config{OtherConfig: map[string]string{
+		"dpdk-init": "true",
 		// DPDK gets every page reserved for it; --in-memory keeps its
 		// memory in memfds (no hugetlbfs mount, no files left behind).
-		"other_config:dpdk-socket-mem=" + strconv.Itoa(2*d.Hugepages),
-		"other_config:dpdk-extra=--in-memory",
-		"other_config:pmd-cpu-mask=" + cpuMask(pmd),
-		"other_config:pmd-maxsleep=" + strconv.Itoa(d.PMDSleepUs),
-		"other_config:userspace-tso-enable=" + strconv.FormatBool(d.UserspaceTSO),
-	}
-	if err := sw.vsctl(ctx, cfg...); err != nil {
-		return fmt.Errorf("ovs-dpdk: configure: %w", err)
+		"dpdk-socket-mem":      strconv.Itoa(2 * d.Hugepages),
+		"dpdk-extra":           "--in-memory",
+		"pmd-cpu-mask":         cpuMask(pmd),
+		"pmd-maxsleep":         strconv.Itoa(d.PMDSleepUs),
+		"userspace-tso-enable": strconv.FormatBool(d.UserspaceTSO),
+	}}
+	if err := sw.startDB(ctx, cfg); err != nil {
+		return fmt.Errorf("ovs-dpdk: start and configure private ovsdb-server: %w", err)
 	}
 	_, err := run(ctx, sw.ns, sw.env(), ovsDPDKVswitchd, sw.sock(),
 		"--pidfile="+filepath.Join(sw.dir, "ovs-vswitchd.pid"), "--detach", "--no-chdir",
-		"--unixctl="+unixctl(sw.dir), "--log-file="+filepath.Join(sw.dir, "ovs-vswitchd.log"))
+		"--unixctl="+unixctl(sw.dir), "--log-file="+sw.log())
 	if err != nil {
 		return sw.dpdkFailed(err)
 	}
@@ -219,22 +219,20 @@ func (b *builder) buildOVSDPDK(ctx context.Context) error {
 			return err
 		}
 	}
-	br := mustIf(b.l.ID, "br")
-	args := []string{"add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"}
+	br := ovsdb.BridgeConfig{Name: mustIf(b.l.ID, "br"), DatapathType: "netdev"}
 	for i, p := range b.lo.pods {
 		// Each port is its own DPDK virtual device: the vdev name must be
 		// unique within the vswitchd, the iface is the veth's host end.
-		args = append(args, "--", "add-port", br, p.hostIf, "--", "set", "interface", p.hostIf, "type=dpdk",
-			fmt.Sprintf("options:dpdk-devargs=net_af_packet%d,iface=%s,framecnt=%d", i, p.hostIf, d.ringFrames()),
-			"mtu_request="+strconv.Itoa(b.lo.podMTU))
+		br.Ports = append(br.Ports, ovsdb.Port{Name: p.hostIf, Type: "dpdk", MTURequest: b.lo.podMTU,
+			Options: map[string]string{"dpdk-devargs": fmt.Sprintf("net_af_packet%d,iface=%s,framecnt=%d", i, p.hostIf, d.ringFrames())}})
 	}
-	// Without --no-wait ovs-vsctl returns once the vswitchd applied it:
-	// DPDK initialised and the ports attached (or failed).
-	if err := sw.vsctl(ctx, args...); err != nil {
-		if v, gerr := sw.get(ctx, "Open_vSwitch", ".", "dpdk_initialized"); gerr != nil || v != "true" {
+	// The client waits for the vswitchd to apply it: DPDK initialised and
+	// the ports attached (or failed).
+	if err := sw.client().AddBridges(ctx, br); err != nil {
+		if ok, gerr := sw.client().DPDKInitialized(ctx); gerr != nil || !ok {
 			return sw.dpdkFailed(err)
 		}
-		return fmt.Errorf("ovs-dpdk: %w", err)
+		return fmt.Errorf("ovs-dpdk: %w", seeLog(err, sw.log()))
 	}
 	if err := sw.checkDPDK(ctx, b.lo.pods); err != nil {
 		return err
@@ -243,28 +241,25 @@ func (b *builder) buildOVSDPDK(ctx context.Context) error {
 	return b.ovsPods(ctx)
 }
 
-// get reads one OVSDB value (ovs-vsctl get), unquoted.
-func (o privOVS) get(ctx context.Context, args ...string) (string, error) {
-	out, err := o.ctl(ctx, append([]string{"get"}, args...)...)
-	return strings.Trim(strings.TrimSpace(out), `"`), err
-}
-
 // checkDPDK confirms DPDK initialised and every port attached without error.
 func (o privOVS) checkDPDK(ctx context.Context, pods []pod) error {
-	v, err := o.get(ctx, "Open_vSwitch", ".", "dpdk_initialized")
+	ok, err := o.client().DPDKInitialized(ctx)
 	if err != nil {
 		return o.dpdkFailed(err)
 	}
-	if v != "true" {
-		return o.dpdkFailed(fmt.Errorf("dpdk_initialized is %s", v))
+	if !ok {
+		return o.dpdkFailed(errors.New("dpdk_initialized is false"))
 	}
 	for _, p := range pods {
-		e, err := o.get(ctx, "Interface", p.hostIf, "error")
+		iface, found, err := o.client().Interface(ctx, p.hostIf)
 		if err != nil {
 			return err
 		}
-		if e != "[]" && e != "" {
-			return fmt.Errorf("ovs-dpdk: port %s: %s (vswitchd log: %s)", p.hostIf, e, filepath.Join(o.dir, "ovs-vswitchd.log"))
+		if !found {
+			return fmt.Errorf("ovs-dpdk: port %s is not in the switch's database (vswitchd log: %s)", p.hostIf, o.log())
+		}
+		if iface.Error != "" {
+			return fmt.Errorf("ovs-dpdk: port %s: %s (vswitchd log: %s)", p.hostIf, iface.Error, o.log())
 		}
 	}
 	return nil
@@ -274,7 +269,7 @@ func (o privOVS) checkDPDK(ctx context.Context, pods []pod) error {
 // into the one-line ErrNotSupported error, quoting the log's last error.
 func (o privOVS) dpdkFailed(cause error) error {
 	why := cause.Error()
-	if b, err := os.ReadFile(filepath.Join(o.dir, "ovs-vswitchd.log")); err == nil {
+	if b, err := os.ReadFile(o.log()); err == nil {
 		var last string
 		for _, ln := range bytes.Split(b, []byte("\n")) {
 			if bytes.Contains(ln, []byte("|ERR|")) || bytes.Contains(ln, []byte("|EMER|")) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/ovsdbtest"
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/runid"
 )
@@ -112,16 +113,21 @@ func TestPrivOVSDPDK(t *testing.T) {
 	}
 
 	sw := privOVS{dir: l.PrivateOVS[0]}
+	// Read back with ovs-vsctl, the tool users know, not the code that
+	// wrote them.
+	get := func(args ...string) string {
+		out := ovsdbtest.Vsctl(t, filepath.Join(sw.dir, "db.sock"), append([]string{"get"}, args...)...)
+		return strings.Trim(strings.TrimSpace(out), `"`)
+	}
 	for key, want := range map[string]string{
 		"pmd-cpu-mask": cpuMask([]int{pmdCPU}), "pmd-maxsleep": "200", "userspace-tso-enable": "true",
 		"dpdk-socket-mem": "400", "dpdk-init": "true",
 	} {
-		got, err := sw.get(ctx, "Open_vSwitch", ".", "other_config:"+key)
-		if err != nil || got != want {
-			t.Errorf("other_config:%s = %q (%v), want %q", key, got, err, want)
+		if got := get("Open_vSwitch", ".", "other_config:"+key); got != want {
+			t.Errorf("other_config:%s = %q, want %q", key, got, want)
 		}
 	}
-	if got, _ := sw.get(ctx, "Open_vSwitch", ".", "dpdk_initialized"); got != "true" {
+	if got := get("Open_vSwitch", ".", "dpdk_initialized"); got != "true" {
 		t.Errorf("dpdk_initialized = %q", got)
 	}
 	// The running switch took them: its log says so, and its PMD thread
@@ -137,13 +143,17 @@ func TestPrivOVSDPDK(t *testing.T) {
 		}
 	}
 	for _, port := range []string{mustIf(id, "c"), mustIf(id, "s")} {
-		typ, err := sw.get(ctx, "Interface", port, "type")
-		if err != nil || typ != "dpdk" {
-			t.Errorf("port %s type %q (%v), want dpdk", port, typ, err)
+		if typ := get("Interface", port, "type"); typ != "dpdk" {
+			t.Errorf("port %s type %q, want dpdk", port, typ)
 		}
-		args, err := sw.get(ctx, "Interface", port, "options:dpdk-devargs")
-		if err != nil || !strings.HasSuffix(args, ",framecnt=1024") {
-			t.Errorf("port %s devargs %q (%v), want framecnt=1024", port, args, err)
+		if args := get("Interface", port, "options:dpdk-devargs"); !strings.HasSuffix(args, ",framecnt=1024") {
+			t.Errorf("port %s devargs %q, want framecnt=1024", port, args)
+		}
+		if mtu := get("Interface", port, "mtu_request"); mtu != strconv.Itoa(makeLayout(l.Spec, l.ID).podMTU) {
+			t.Errorf("port %s mtu_request %s, want the pods' %d", port, mtu, makeLayout(l.Spec, l.ID).podMTU)
+		}
+		if ofport := get("Interface", port, "ofport"); ofport == "-1" || ofport == "[]" {
+			t.Errorf("port %s ofport %s: the vswitchd did not set it up", port, ofport)
 		}
 	}
 	// The kernel's side of ring_frames: each port's packet socket maps its

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,8 +32,8 @@ func (l *Lab) teardown(ctx context.Context) error {
 	}
 	if len(l.OVSBridges) > 0 && hostOVSRunning() {
 		for _, br := range l.OVSBridges {
-			if err := vsctl(ctx, "--if-exists", "del-br", br); err != nil {
-				errs = append(errs, err)
+			if err := hostSwitch().DelBridge(ctx, br); err != nil {
+				errs = append(errs, fmt.Errorf("open vswitch: %w", seeLog(err, hostVswitchdLog)))
 			}
 		}
 	}
@@ -218,35 +217,8 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		}
 	}
 	if hostOVSRunning() {
-		if _, err := exec.LookPath("ovs-vsctl"); err == nil {
-			out, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "list-br")
-			if err != nil {
-				errs = append(errs, err)
-			}
-			for _, br := range strings.Fields(out) {
-				if ours(br) {
-					if err := vsctl(ctx, "--if-exists", "del-br", br); err != nil {
-						errs = append(errs, err)
-					} else {
-						removed = append(removed, "ovs bridge "+br)
-					}
-				}
-			}
-			// cnb-* ports someone added to a bridge that is not ours.
-			ports, err := run(ctx, "", nil, "ovs-vsctl", "--timeout=5", "--format=csv", "--no-headings", "--columns=name", "find", "Port")
-			if err == nil {
-				for _, pt := range strings.Fields(ports) {
-					pt = strings.Trim(pt, `"`)
-					if ours(pt) {
-						if err := vsctl(ctx, "--if-exists", "del-port", pt); err != nil {
-							errs = append(errs, err)
-						} else {
-							removed = append(removed, "ovs port "+pt)
-						}
-					}
-				}
-			}
-		}
+		r, oerrs := cleanHostOVS(ctx, ours)
+		removed, errs = append(removed, r...), append(errs, oerrs...)
 	}
 	nss, err := netns.List(runid.Prefix)
 	if err != nil {
@@ -412,4 +384,42 @@ func procComm(pid int) string {
 		return "?"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// cleanHostOVS deletes from the host's Open vSwitch the bridges ours
+// accepts, then the ports it accepts that someone added to a bridge that
+// is not ours.
+func cleanHostOVS(ctx context.Context, ours func(string) bool) (removed []string, errs []error) {
+	sw := hostSwitch()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	brs, err := sw.Bridges(lctx)
+	cancel()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("open vswitch: list bridges: %w", err))
+	}
+	for _, br := range brs {
+		if ours(br.Name) {
+			if err := sw.DelBridge(ctx, br.Name); err != nil {
+				errs = append(errs, fmt.Errorf("open vswitch: %w", seeLog(err, hostVswitchdLog)))
+			} else {
+				removed = append(removed, "ovs bridge "+br.Name)
+			}
+		}
+	}
+	lctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	ports, err := sw.Ports(lctx)
+	cancel()
+	if err != nil {
+		return removed, errs
+	}
+	for _, pt := range ports {
+		if ours(pt) {
+			if err := sw.DelPort(ctx, pt); err != nil {
+				errs = append(errs, fmt.Errorf("open vswitch: %w", seeLog(err, hostVswitchdLog)))
+			} else {
+				removed = append(removed, "ovs port "+pt)
+			}
+		}
+	}
+	return removed, errs
 }

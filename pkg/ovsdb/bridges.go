@@ -1,9 +1,11 @@
 package ovsdb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // ErrNoBridge is matched by AddPort's error when its bridge does not exist.
@@ -13,7 +15,7 @@ var ErrNoBridge = errors.New("no such bridge")
 // already has its Open_vSwitch row.
 var ErrInitialized = errors.New("database already initialized")
 
-// ErrNotInitialized is matched by AddBridge's error on a database without
+// ErrNotInitialized is matched by AddBridges' error on a database without
 // its Open_vSwitch row: Init (ovs-vsctl init) was not run.
 var ErrNotInitialized = errors.New("database not initialized")
 
@@ -42,8 +44,8 @@ type Port struct {
 
 // Bridges lists the bridges by name (`ovs-vsctl list-br`, with each
 // bridge's datapath type).
-func (c Client) Bridges() ([]Bridge, error) {
-	rows, err := c.sel("Bridge", all, "name", "datapath_type")
+func (c Client) Bridges(ctx context.Context) ([]Bridge, error) {
+	rows, err := c.sel(ctx, "Bridge", all, "name", "datapath_type")
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +59,8 @@ func (c Client) Bridges() ([]Bridge, error) {
 
 // Ports lists the names of every bridge's ports (`ovs-vsctl --columns=name
 // find Port`), sorted; a bridge's own internal port is one of them.
-func (c Client) Ports() ([]string, error) {
-	rows, err := c.sel("Port", all, "name")
+func (c Client) Ports(ctx context.Context) ([]string, error) {
+	rows, err := c.sel(ctx, "Port", all, "name")
 	if err != nil {
 		return nil, err
 	}
@@ -70,45 +72,55 @@ func (c Client) Ports() ([]string, error) {
 	return names, nil
 }
 
-// AddBridge creates the bridge name with its internal port of the same
-// name, on datapathType ("" = the kernel's), in one transaction (`ovs-vsctl
-// add-br name -- set bridge name datapath_type=…`). A bridge of that name
-// already there is an error (the Bridge table's name index).
-func (c Client) AddBridge(name, datapathType string) error {
-	br := map[string]any{"name": name, "ports": NamedUUID("port")}
-	if datapathType != "" {
-		br["datapath_type"] = datapathType
+// AddBridges creates the bridges, each with its internal port of the same
+// name and its Ports, in one transaction, as one `ovs-vsctl add-br br --
+// set bridge br datapath_type=… -- add-port br p -- set interface p
+// type=… options:…=… …` does; with c.Wait, it returns once ovs-vswitchd
+// has created them. A bridge or port of a name already there is an error
+// (the tables' name indexes), and nothing is added.
+func (c Client) AddBridges(ctx context.Context, brs ...BridgeConfig) error {
+	// An uninitialised database has no row to hang the bridges on: the
+	// inserts would be garbage-collected at commit, without an error.
+	ops := []op{{"op": "wait", "timeout": 0, "table": "Open_vSwitch", "where": all, "columns": []string{"_uuid"},
+		"until": "!=", "rows": []any{}}}
+	var refs []any
+	for i, br := range brs {
+		brOps, ref := br.insert(fmt.Sprintf("br%d", i))
+		ops = append(ops, brOps...)
+		refs = append(refs, ref)
 	}
-	_, err := c.transact(
-		// An uninitialised database has no row to hang the bridge on: the
-		// insert would be garbage-collected at commit, without an error.
-		op{"op": "wait", "timeout": 0, "table": "Open_vSwitch", "where": all, "columns": []string{"_uuid"},
-			"until": "!=", "rows": []any{}},
-		op{"op": "insert", "table": "Interface", "uuid-name": "iface", "row": map[string]any{"name": name, "type": "internal"}},
-		op{"op": "insert", "table": "Port", "uuid-name": "port", "row": map[string]any{"name": name, "interfaces": NamedUUID("iface")}},
-		op{"op": "insert", "table": "Bridge", "uuid-name": "br", "row": br},
-		op{"op": "mutate", "table": "Open_vSwitch", "where": all,
-			"mutations": []any{[]any{"bridges", "insert", Set(NamedUUID("br"))}}},
-	)
+	ops = append(ops, op{"op": "mutate", "table": "Open_vSwitch", "where": all,
+		"mutations": []any{[]any{"bridges", "insert", Set(refs...)}}})
+	_, err := c.change(ctx, ops...)
 	if waitFailed(err) {
 		err = ErrNotInitialized
 	}
 	if err != nil {
-		return fmt.Errorf("add bridge %s: %w", name, err)
+		return fmt.Errorf("add bridge %s: %w", bridgeNames(brs), err)
 	}
 	return nil
 }
 
+// bridgeNames is the bridges' names, for an error.
+func bridgeNames(brs []BridgeConfig) string {
+	names := make([]string, len(brs))
+	for i, br := range brs {
+		names[i] = br.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 // DelBridge deletes the bridge name and its ports (`ovs-vsctl --if-exists
-// del-br name`); a bridge that is not there is fine.
-func (c Client) DelBridge(name string) error {
-	id, err := c.uuidOf("Bridge", name)
+// del-br name`); a bridge that is not there is fine (and, as ovs-vsctl
+// with nothing to change, not waited for).
+func (c Client) DelBridge(ctx context.Context, name string) error {
+	id, err := c.uuidOf(ctx, "Bridge", name)
 	if err != nil || id == "" {
 		return err
 	}
 	// Ports and interfaces are not root rows: the server deletes them with
 	// the last reference to them.
-	_, err = c.transact(op{"op": "mutate", "table": "Open_vSwitch", "where": all,
+	_, err = c.change(ctx, op{"op": "mutate", "table": "Open_vSwitch", "where": all,
 		"mutations": []any{[]any{"bridges", "delete", Set(UUID(id))}}})
 	if err != nil {
 		return fmt.Errorf("delete bridge %s: %w", name, err)
@@ -118,7 +130,7 @@ func (c Client) DelBridge(name string) error {
 
 // AddPort adds p to bridge in one transaction (`ovs-vsctl add-port bridge
 // name -- set interface name type=… options:…=… mtu_request=…`).
-func (c Client) AddPort(bridge string, p Port) error {
+func (c Client) AddPort(ctx context.Context, bridge string, p Port) error {
 	ops := []op{
 		// Without its bridge the port would be garbage-collected silently.
 		{"op": "wait", "timeout": 0, "table": "Bridge", "where": named(bridge), "columns": []string{"name"},
@@ -127,7 +139,7 @@ func (c Client) AddPort(bridge string, p Port) error {
 	ops = append(ops, p.insert("port")...)
 	ops = append(ops, op{"op": "mutate", "table": "Bridge", "where": named(bridge),
 		"mutations": []any{[]any{"ports", "insert", Set(NamedUUID("port"))}}})
-	_, err := c.transact(ops...)
+	_, err := c.change(ctx, ops...)
 	if waitFailed(err) {
 		err = fmt.Errorf("%w %s", ErrNoBridge, bridge)
 	}
@@ -140,12 +152,12 @@ func (c Client) AddPort(bridge string, p Port) error {
 // DelPort deletes the port name from whichever bridge holds it
 // (`ovs-vsctl --if-exists del-port name`); a port that is not there is
 // fine.
-func (c Client) DelPort(name string) error {
-	id, err := c.uuidOf("Port", name)
+func (c Client) DelPort(ctx context.Context, name string) error {
+	id, err := c.uuidOf(ctx, "Port", name)
 	if err != nil || id == "" {
 		return err
 	}
-	_, err = c.transact(op{"op": "mutate", "table": "Bridge", "where": []any{[]any{"ports", "includes", UUID(id)}},
+	_, err = c.change(ctx, op{"op": "mutate", "table": "Bridge", "where": []any{[]any{"ports", "includes", UUID(id)}},
 		"mutations": []any{[]any{"ports", "delete", Set(UUID(id))}}})
 	if err != nil {
 		return fmt.Errorf("delete port %s: %w", name, err)
@@ -154,8 +166,8 @@ func (c Client) DelPort(name string) error {
 }
 
 // uuidOf finds the row of table whose name is name; "" when there is none.
-func (c Client) uuidOf(table, name string) (string, error) {
-	rows, err := c.sel(table, named(name), "_uuid")
+func (c Client) uuidOf(ctx context.Context, table, name string) (string, error) {
+	rows, err := c.sel(ctx, table, named(name), "_uuid")
 	if err != nil || len(rows) == 0 {
 		return "", err
 	}
@@ -196,6 +208,32 @@ func (p Port) insert(uuidName string) []op {
 	}
 }
 
+// insert is the bridge's rows — its ports' Interface and Port rows, its
+// own internal port's first, then the Bridge — named uuidName for the rest
+// of the transaction, and the reference to it.
+func (br BridgeConfig) insert(uuidName string) ([]op, any) {
+	var ops []op
+	var portRefs []any
+	internal := Port{Name: br.Name, Type: "internal"}
+	for j, p := range append([]Port{internal}, br.Ports...) {
+		pn := fmt.Sprintf("%s_p%d", uuidName, j)
+		ops = append(ops, p.insert(pn)...)
+		portRefs = append(portRefs, NamedUUID(pn))
+	}
+	row := map[string]any{"name": br.Name, "ports": Set(portRefs...)}
+	if br.DatapathType != "" {
+		row["datapath_type"] = br.DatapathType
+	}
+	if br.FailMode != "" {
+		row["fail_mode"] = br.FailMode
+	}
+	if len(br.OtherConfig) > 0 {
+		row["other_config"] = Map(br.OtherConfig)
+	}
+	ops = append(ops, op{"op": "insert", "table": "Bridge", "uuid-name": uuidName, "row": row})
+	return ops, NamedUUID(uuidName)
+}
+
 // Config is a whole switch: the Open_vSwitch row's maps and every bridge
 // with its ports.
 type Config struct {
@@ -223,7 +261,7 @@ type BridgeConfig struct {
 // bridge and port in its first pass instead of reconfiguring once per
 // change. A database that already has its Open_vSwitch row is refused
 // (ErrInitialized): this is for a switch that does not exist yet.
-func (c Client) Configure(cfg Config) error {
+func (c Client) Configure(ctx context.Context, cfg Config) error {
 	var ops []op
 	// The table holds at most one row: on an initialised database the
 	// insert below fails, and this wait says why first.
@@ -231,26 +269,9 @@ func (c Client) Configure(cfg Config) error {
 		"until": "==", "rows": []any{}})
 	var brRefs []any
 	for i, br := range cfg.Bridges {
-		name := fmt.Sprintf("br%d", i)
-		var portRefs []any
-		internal := Port{Name: br.Name, Type: "internal"}
-		for j, p := range append([]Port{internal}, br.Ports...) {
-			pn := fmt.Sprintf("%s_p%d", name, j)
-			ops = append(ops, p.insert(pn)...)
-			portRefs = append(portRefs, NamedUUID(pn))
-		}
-		row := map[string]any{"name": br.Name, "ports": Set(portRefs...)}
-		if br.DatapathType != "" {
-			row["datapath_type"] = br.DatapathType
-		}
-		if br.FailMode != "" {
-			row["fail_mode"] = br.FailMode
-		}
-		if len(br.OtherConfig) > 0 {
-			row["other_config"] = Map(br.OtherConfig)
-		}
-		ops = append(ops, op{"op": "insert", "table": "Bridge", "uuid-name": name, "row": row})
-		brRefs = append(brRefs, NamedUUID(name))
+		brOps, ref := br.insert(fmt.Sprintf("br%d", i))
+		ops = append(ops, brOps...)
+		brRefs = append(brRefs, ref)
 	}
 	sw := map[string]any{"bridges": Set(brRefs...)}
 	if len(cfg.ExternalIDs) > 0 {
@@ -260,7 +281,8 @@ func (c Client) Configure(cfg Config) error {
 		sw["other_config"] = Map(cfg.OtherConfig)
 	}
 	ops = append(ops, op{"op": "insert", "table": "Open_vSwitch", "row": sw})
-	_, err := c.transact(ops...)
+	// Never waited for: no ovs-vswitchd serves a database this new.
+	_, err := c.transact(ctx, ops...)
 	if waitFailed(err) {
 		err = ErrInitialized
 	}

@@ -15,7 +15,7 @@ import (
 // Configure on the now initialised database is refused and changes nothing.
 func TestConfigure(t *testing.T) {
 	sock := ovsdbtest.Server(t, false)
-	c := Client{sock}
+	c, ctx := Client{Socket: sock}, context.Background()
 	cfg := Config{
 		ExternalIDs: map[string]string{"system-id": "cnb-t-n1", "ovn-encap-type": "geneve"},
 		OtherConfig: map[string]string{"pmd-maxsleep": "50"},
@@ -26,7 +26,7 @@ func TestConfigure(t *testing.T) {
 			{Name: "cnb-t-ul", DatapathType: "netdev", Ports: []Port{{Name: "cnb-t-u"}}},
 		},
 	}
-	if err := c.Configure(cfg); err != nil {
+	if err := c.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Fields(ovsdbtest.Vsctl(t, sock, "list-br")); !slices.Equal(got, []string{"cnb-t-int", "cnb-t-ul"}) {
@@ -51,10 +51,10 @@ func TestConfigure(t *testing.T) {
 			t.Errorf("ovs-vsctl %s = %s, want %s", q.args, got, q.want)
 		}
 	}
-	if err := c.Configure(Config{ExternalIDs: map[string]string{"system-id": "other"}}); !errors.Is(err, ErrInitialized) {
+	if err := c.Configure(ctx, Config{ExternalIDs: map[string]string{"system-id": "other"}}); !errors.Is(err, ErrInitialized) {
 		t.Errorf("second Configure: %v, want ErrInitialized", err)
 	}
-	if sw, err := c.Switch(); err != nil || sw.ExternalIDs["system-id"] != "cnb-t-n1" {
+	if sw, err := c.Switch(ctx); err != nil || sw.ExternalIDs["system-id"] != "cnb-t-n1" {
 		t.Errorf("after the refused Configure: %+v %v", sw, err)
 	}
 }

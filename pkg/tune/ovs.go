@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/cnibench/cnibench/pkg/ovsdb"
@@ -49,7 +50,7 @@ func ovsOtherConfig(key, title, dflt string, recs map[Profile]Rec, auditOnly boo
 		AuditOnly: auditOnly, Why: why, Source: srcDPDK,
 		Access: "OVSDB Open_vSwitch . other_config:" + key + access(key) + " (JSON-RPC on the ovsdb socket)",
 		Read: func(e *Env) ([]Current, error) {
-			sw, err := ovsdb.Client{Socket: e.OVSDB}.Switch()
+			sw, err := ovsdb.Client{Socket: e.OVSDB}.Switch(context.Background())
 			if err != nil {
 				return nil, err
 			}
@@ -71,15 +72,15 @@ func ovsOtherConfig(key, title, dflt string, recs map[Profile]Rec, auditOnly boo
 		},
 		Write: func(e *Env, _ string, v string, absent bool) error {
 			c := ovsdb.Client{Socket: e.OVSDB}
-			sw, err := c.Switch()
+			sw, err := c.Switch(context.Background())
 			if err != nil {
 				return err
 			}
 			k := ovsKeyFor(key, sw.Version)
 			if absent {
-				return c.RemoveOtherConfig(k)
+				return c.RemoveOtherConfig(context.Background(), k)
 			}
-			return c.SetOtherConfig(map[string]string{k: v})
+			return c.SetOtherConfig(context.Background(), map[string]string{k: v})
 		},
 	}
 }
@@ -99,7 +100,7 @@ func ovsDatapathKnob() *Knob {
 		Risk: "none (read only)", AuditOnly: true, Source: srcDPDK,
 		Why: "chosen per bridge when it is created; compare both with the lab presets",
 		Read: func(e *Env) ([]Current, error) {
-			brs, err := ovsdb.Client{Socket: e.OVSDB}.Bridges()
+			brs, err := ovsdb.Client{Socket: e.OVSDB}.Bridges(context.Background())
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net"
@@ -151,7 +152,7 @@ func TestOVSKnobsApplyRollback(t *testing.T) {
 func TestOVSRealOVSDB(t *testing.T) {
 	sock := ovsdbtest.Server(t, true)
 	db := ovsdb.Client{Socket: sock}
-	if err := db.SetOtherConfig(map[string]string{"pmd-sleep-max": "300"}); err != nil {
+	if err := db.SetOtherConfig(context.Background(), map[string]string{"pmd-sleep-max": "300"}); err != nil {
 		t.Fatal(err)
 	}
 	e := fixtureEnv("testdata/vm")
@@ -162,7 +163,7 @@ func TestOVSRealOVSDB(t *testing.T) {
 	if err != nil || len(rep.Changes) != 1 || rep.Failed() != 0 {
 		t.Fatalf("apply: %+v %v", rep, err)
 	}
-	sw, err := db.Switch()
+	sw, err := db.Switch(context.Background())
 	if err != nil || sw.OtherConfig["pmd-sleep-max"] != "0" {
 		t.Fatalf("after apply: %v %v", sw.OtherConfig, err)
 	}
@@ -173,27 +174,27 @@ func TestOVSRealOVSDB(t *testing.T) {
 	if _, _, err := RollbackAll(e, jdir); err != nil {
 		t.Fatal(err)
 	}
-	if sw, _ := db.Switch(); sw.OtherConfig["pmd-sleep-max"] != "300" {
+	if sw, _ := db.Switch(context.Background()); sw.OtherConfig["pmd-sleep-max"] != "300" {
 		t.Errorf("after rollback: %v", sw.OtherConfig)
 	}
 
 	// A switch that says it is OVS 3.1 (Debian 12's) reads pmd-maxsleep:
 	// the knob writes that key, leaves the newer one alone, and rolls back.
 	ovsdbtest.Vsctl(t, sock, "--no-wait", "set", "Open_vSwitch", ".", "ovs_version=3.1.0")
-	if err := db.SetOtherConfig(map[string]string{"pmd-maxsleep": "200"}); err != nil {
+	if err := db.SetOtherConfig(context.Background(), map[string]string{"pmd-maxsleep": "200"}); err != nil {
 		t.Fatal(err)
 	}
 	jdir = t.TempDir()
 	if rep, err := Apply(ApplyOptions{Env: e, Profile: Latency, Knobs: []*Knob{k}, JournalDir: jdir}); err != nil || len(rep.Changes) != 1 {
 		t.Fatalf("apply on 3.1: %+v %v", rep, err)
 	}
-	if sw, _ := db.Switch(); sw.OtherConfig["pmd-maxsleep"] != "0" || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.Version != "3.1.0" {
+	if sw, _ := db.Switch(context.Background()); sw.OtherConfig["pmd-maxsleep"] != "0" || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.Version != "3.1.0" {
 		t.Errorf("after apply on 3.1 (%s): %v, want pmd-maxsleep=0 and pmd-sleep-max untouched", sw.Version, sw.OtherConfig)
 	}
 	if _, _, err := RollbackAll(e, jdir); err != nil {
 		t.Fatal(err)
 	}
-	if sw, _ := db.Switch(); len(sw.OtherConfig) != 2 || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.OtherConfig["pmd-maxsleep"] != "200" {
+	if sw, _ := db.Switch(context.Background()); len(sw.OtherConfig) != 2 || sw.OtherConfig["pmd-sleep-max"] != "300" || sw.OtherConfig["pmd-maxsleep"] != "200" {
 		t.Errorf("after rollback on 3.1: %v, want pmd-maxsleep=200 back and pmd-sleep-max=300 untouched", sw.OtherConfig)
 	}
 }
