@@ -110,3 +110,35 @@ func TestPushRefusals(t *testing.T) {
 type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// The commands write a line for each step as it is done: image build its
+// archive then the push, image push (without --archive) the image it
+// built then the push — and the build's line also when the push fails.
+func TestCommandsPrintEachStep(t *testing.T) {
+	addr := registry(t, "")
+	ctx := context.Background()
+	var out strings.Builder
+	archive := filepath.Join(t.TempDir(), "img.tar")
+	b := BuildCommand{BuildOptions: BuildOptions{Output: archive, Binary: fakeStatic(t), Version: "v1"}, Push: addr + "/cnb/b:v1", Insecure: true}
+	if err := b.Run(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "wrote "+archive+": ") || !strings.HasPrefix(lines[1], "pushed "+addr+"/cnb/b@sha256:") {
+		t.Errorf("image build --push printed:\n%s", out.String())
+	}
+	out.Reset()
+	p := PushCommand{Ref: addr + "/cnb/p:v1", Insecure: true, Build: BuildOptions{Binary: fakeStatic(t), Version: "v1"}}
+	if err := p.Run(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "built "+addr+"/cnb/p:v1 (manifest sha256:") || !strings.HasPrefix(lines[1], "pushed "+addr+"/cnb/p@sha256:") {
+		t.Errorf("image push printed:\n%s", out.String())
+	}
+	out.Reset()
+	p.Ref = "127.0.0.1:1/cnb/p:v1"
+	if err := p.Run(ctx, &out); !errors.Is(err, ErrRegistry) || !strings.HasPrefix(out.String(), "built 127.0.0.1:1/cnb/p:v1 ") {
+		t.Errorf("a failed push: %v, printed %q", err, out.String())
+	}
+}
