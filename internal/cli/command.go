@@ -10,6 +10,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/client"
 	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/disrupt"
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/image"
@@ -106,7 +107,7 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 // changing the command line (a bad flag value, an unknown run, a missing
 // database).
 var usageErrors = []error{
-	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
+	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled, driver.ErrInvalid,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
 	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid, disrupt.ErrInvalid,
 }
