@@ -56,14 +56,6 @@ func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 	return c
 }
 
-// printAs writes v as one JSON document when asJSON, else as text does.
-func printAs(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error {
-	if asJSON {
-		return report.WriteJSON(w, v)
-	}
-	return text(w)
-}
-
 // showCmd is a command that gets one value and prints it as text, or as
 // JSON with --json (described by jsonHelp).
 func showCmd[T any](use, short, jsonHelp string, args cobra.PositionalArgs,
@@ -74,7 +66,10 @@ func showCmd[T any](use, short, jsonHelp string, args cobra.PositionalArgs,
 		if err != nil {
 			return err
 		}
-		return printAs(cmd.OutOrStdout(), asJSON, v, func(w io.Writer) error { return text(v, w) })
+		if asJSON {
+			return report.WriteJSON(cmd.OutOrStdout(), v)
+		}
+		return text(v, cmd.OutOrStdout())
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, jsonHelp)
 	return cmd
