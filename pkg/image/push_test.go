@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,29 +117,34 @@ func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { r
 // built then the push — and the build's line also when the push fails.
 func TestCommandsPrintEachStep(t *testing.T) {
 	addr := registry(t, "")
-	ctx := context.Background()
-	var out strings.Builder
 	archive := filepath.Join(t.TempDir(), "img.tar")
-	b := BuildCommand{BuildOptions: BuildOptions{Output: archive, Binary: fakeStatic(t), Version: "v1"}, Push: addr + "/cnb/b:v1", Insecure: true}
-	if err := b.Run(ctx, &out); err != nil {
-		t.Fatal(err)
-	}
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
-		!strings.HasPrefix(lines[0], "wrote "+archive+": ") || !strings.HasPrefix(lines[1], "pushed "+addr+"/cnb/b@sha256:") {
-		t.Errorf("image build --push printed:\n%s", out.String())
-	}
-	out.Reset()
-	p := PushCommand{Ref: addr + "/cnb/p:v1", Insecure: true, Build: BuildOptions{Binary: fakeStatic(t), Version: "v1"}}
-	if err := p.Run(ctx, &out); err != nil {
-		t.Fatal(err)
-	}
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 ||
-		!strings.HasPrefix(lines[0], "built "+addr+"/cnb/p:v1 (manifest sha256:") || !strings.HasPrefix(lines[1], "pushed "+addr+"/cnb/p@sha256:") {
-		t.Errorf("image push printed:\n%s", out.String())
-	}
-	out.Reset()
-	p.Ref = "127.0.0.1:1/cnb/p:v1"
-	if err := p.Run(ctx, &out); !errors.Is(err, ErrRegistry) || !strings.HasPrefix(out.String(), "built 127.0.0.1:1/cnb/p:v1 ") {
-		t.Errorf("a failed push: %v, printed %q", err, out.String())
+	build := BuildOptions{Binary: fakeStatic(t), Version: "v1"}
+	withOutput := build
+	withOutput.Output = archive
+	for _, c := range []struct {
+		name string
+		cmd  interface {
+			Run(context.Context, io.Writer) error
+		}
+		err   error    // want errors.Is
+		lines []string // the printed lines' starts
+	}{
+		{"build --push", BuildCommand{BuildOptions: withOutput, Push: addr + "/cnb/b:v1", Insecure: true}, nil,
+			[]string{"wrote " + archive + ": ", "pushed " + addr + "/cnb/b@sha256:"}},
+		{"push", PushCommand{Ref: addr + "/cnb/p:v1", Insecure: true, Build: build}, nil,
+			[]string{"built " + addr + "/cnb/p:v1 (manifest sha256:", "pushed " + addr + "/cnb/p@sha256:"}},
+		{"push to nowhere", PushCommand{Ref: "127.0.0.1:1/cnb/p:v1", Insecure: true, Build: build}, ErrRegistry,
+			[]string{"built 127.0.0.1:1/cnb/p:v1 "}},
+	} {
+		var out strings.Builder
+		err := c.cmd.Run(context.Background(), &out)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		ok := errors.Is(err, c.err) && len(lines) == len(c.lines)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasPrefix(lines[i], c.lines[i])
+		}
+		if !ok {
+			t.Errorf("%s: %v, printed:\n%s", c.name, err, out.String())
+		}
 	}
 }
