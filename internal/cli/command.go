@@ -10,6 +10,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/client"
 	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/disrupt"
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/experiment"
 	"github.com/cnibench/cnibench/pkg/image"
@@ -55,14 +56,6 @@ func group(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 	return c
 }
 
-// printAs writes v as one JSON document when asJSON, else as text does.
-func printAs(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error {
-	if asJSON {
-		return report.WriteJSON(w, v)
-	}
-	return text(w)
-}
-
 // showCmd is a command that gets one value and prints it as text, or as
 // JSON with --json (described by jsonHelp).
 func showCmd[T any](use, short, jsonHelp string, args cobra.PositionalArgs,
@@ -73,7 +66,10 @@ func showCmd[T any](use, short, jsonHelp string, args cobra.PositionalArgs,
 		if err != nil {
 			return err
 		}
-		return printAs(cmd.OutOrStdout(), asJSON, v, func(w io.Writer) error { return text(v, w) })
+		if asJSON {
+			return report.WriteJSON(cmd.OutOrStdout(), v)
+		}
+		return text(v, cmd.OutOrStdout())
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, jsonHelp)
 	return cmd
@@ -106,7 +102,7 @@ func addDBFlag(cmd *cobra.Command, p *string) {
 // changing the command line (a bad flag value, an unknown run, a missing
 // database).
 var usageErrors = []error{
-	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled,
+	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled, driver.ErrInvalid,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
 	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid, disrupt.ErrInvalid,
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +149,37 @@ func historyDB(t *testing.T) string {
 		add("nightly-"+t0.AddDate(0, 0, 20).Format("20060102T150405Z"), t0.AddDate(0, 0, 20), "6.18.4", 9, false)
 		add("default-"+t0.Format("20060102T150405Z"), t0, "6.1.0", 3, true)
 	})
+}
+
+// lockedBuffer is a bytes.Buffer a running command writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitOutput waits until out, which cmd writes, holds want; after within it
+// kills cmd and fails t with what cmd wrote.
+func waitOutput(t *testing.T, cmd *exec.Cmd, out *lockedBuffer, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("no %q within %v:\n%s", want, within, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/driver"
@@ -18,11 +16,7 @@ func newImagePushCmd() *cobra.Command {
 	cmd := command("push REF", "Push the cnibench image to a registry, so a real cluster can pull it", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			c.Ref = args[0]
-			lines, err := c.Run(cmd.Context())
-			for _, l := range lines {
-				fmt.Fprintln(cmd.OutOrStdout(), l)
-			}
-			return err
+			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		})
 	cmd.Long = `Pushes the image to REF (REGISTRY/REPOSITORY:TAG): the archive given with
 --archive, or one built on the spot from this binary (--with-tools: with
@@ -38,26 +32,9 @@ its credential helpers). Then: cnibench k8s run --image REF.`
 }
 
 func newImageBuildCmd() *cobra.Command {
-	o := image.BuildOptions{Version: Version, FindTools: driver.ToolPaths}
-	var push string
-	var insecure bool
+	c := image.BuildCommand{BuildOptions: image.BuildOptions{Version: Version, FindTools: driver.ToolPaths}}
 	cmd := command("build -o FILE", "Write an OCI image archive holding only this static cnibench binary", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			b, err := image.Build(o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), b)
-			if push == "" {
-				return nil
-			}
-			p, err := image.Push(cmd.Context(), image.PushOptions{Archive: o.Output, Ref: push, Insecure: insecure})
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), p)
-			return err
-		})
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) })
 	cmd.Long = `Writes an OCI image archive (also loadable by docker load) whose one layer
 holds the static cnibench binary as /cnibench, the entrypoint. There is no base
 image. Load it with 'ctr -n k8s.io images import FILE', 'k8slab import FILE'
@@ -70,11 +47,11 @@ which is also the default --image of 'cnibench k8s run'.
 paths, with their dynamic loader and every shared library they load (read
 from their ELF dependencies), for 'k8s run --engine qperf|iperf3|sockperf'.
 Its default tag ends in ` + image.ToolsTagSuffix + `.`
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "archive to write")
-	cmd.Flags().StringVar(&o.Ref, "ref", "", "image reference NAME:TAG (default "+image.DefaultRepository+":<version>-<sha>)")
-	cmd.Flags().StringVar(&o.Binary, "binary", "", "static cnibench binary to package (default: this one)")
-	cmd.Flags().BoolVar(&o.WithTools, "with-tools", false, "also carry this host's qperf, iperf3 and sockperf with their shared libraries (for k8s run --engine)")
-	cmd.Flags().StringVar(&push, "push", "", "then push the archive to this registry reference (see image push)")
-	cmd.Flags().BoolVar(&insecure, "insecure", false, "with --push: allow a registry that speaks plain HTTP")
+	cmd.Flags().StringVarP(&c.Output, "output", "o", "", "archive to write")
+	cmd.Flags().StringVar(&c.Ref, "ref", "", "image reference NAME:TAG (default "+image.DefaultRepository+":<version>-<sha>)")
+	cmd.Flags().StringVar(&c.Binary, "binary", "", "static cnibench binary to package (default: this one)")
+	cmd.Flags().BoolVar(&c.WithTools, "with-tools", false, "also carry this host's qperf, iperf3 and sockperf with their shared libraries (for k8s run --engine)")
+	cmd.Flags().StringVar(&c.Push, "push", "", "then push the archive to this registry reference (see image push)")
+	cmd.Flags().BoolVar(&c.Insecure, "insecure", false, "with --push: allow a registry that speaks plain HTTP")
 	return cmd
 }

@@ -110,9 +110,9 @@ func newK8sAuditCmd() *cobra.Command {
 	a := k8s.AuditCommand{Version: Version}
 	cmd := showCmd("audit", "Run `cnibench tune audit` on every node (a DaemonSet) and print node × knob", "print every node's findings as JSON", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) ([]k8s.NodeAudit, error) {
-			audits, err := a.Run(cmd.Context(), cmd.ErrOrStderr())
-			return audits, err
-		}, func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
+			return a.Run(cmd.Context(), cmd.ErrOrStderr())
+		},
+		func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
 	cmd.Long = `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
 on every node (control-plane nodes included), with the node's /proc and /sys
 mounted read-only under /host, the host network (net.* sysctls are per network

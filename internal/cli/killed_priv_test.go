@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -54,21 +55,14 @@ arms:
     topology: bridge
 `)
 	db := filepath.Join(dir, "r.db")
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd := exec.Command(bin, "run", exp, "--db", db, "--format", "none")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for a few finished steps, then interrupt.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stderr.String(), "[3/100]") {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("no progress within 60s:\n%s", stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitOutput(t, cmd, &stderr, "[3/100]", 60*time.Second)
 	_ = cmd.Process.Signal(sig)
 	err := cmd.Wait()
 	if err == nil {
@@ -443,25 +437,15 @@ func snapshotHost(t *testing.T, ids map[string]bool, stateDir string) hostSnapsh
 // processesNaming lists the running processes (zombies left out) whose
 // command line contains s.
 func processesNaming(s string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
-			continue
+	return driver.Procs("cmdline", func(pid int, cmdline []byte) bool {
+		if pid == os.Getpid() || !bytes.Contains(cmdline, []byte(s)) {
+			return false
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !bytes.Contains(b, []byte(s)) {
-			continue
-		}
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-				continue
-			}
-		}
-		out = append(out, pid)
-	}
-	return out
+		// A zombie's state, after the command name's ')', is Z.
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(st, ')')
+		return !(i > 0 && i+2 < len(st) && st[i+2] == 'Z')
+	})
 }
 
 func (s hostSnapshot) diff(after hostSnapshot) []string {
@@ -502,22 +486,13 @@ func labIDs(dir string) map[string]bool {
 // running is re-parented here, so this finds exactly the run's leftovers and
 // never a process of a test running beside this one.
 func orphans(bin string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
+	return driver.Procs("status", func(pid int, status []byte) bool {
+		if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
+			return false
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil || !strings.Contains(string(b), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
-			continue
-		}
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bin {
-			out = append(out, pid)
-		}
-	}
-	return out
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		return err == nil && exe == bin
+	})
 }
 
 // cmdlines names processes by pid and command line.

@@ -37,13 +37,8 @@ func labUpCmd() *cobra.Command {
 
 func labShowCmd() *cobra.Command {
 	return showCmd("show <name>", "Show a lab's pods, nodes, namespaces, addresses and knobs", "print the lab state as JSON", cobra.ExactArgs(1),
-		func(_ *cobra.Command, args []string) (*lab.Lab, error) {
-			l, err := lab.Get(args[0])
-			if err != nil {
-				return nil, UsageError{err}
-			}
-			return l, nil
-		}, func(l *lab.Lab, w io.Writer) error { l.WriteSummary(w); return nil })
+		func(_ *cobra.Command, args []string) (*lab.Lab, error) { return lab.Show(args[0]) },
+		func(l *lab.Lab, w io.Writer) error { l.WriteSummary(w); return nil })
 }
 
 func labExecCmd() *cobra.Command {
@@ -57,10 +52,7 @@ func labExecCmd() *cobra.Command {
 }
 
 func labListCmd() *cobra.Command {
-	return command("list", "List labs", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
-		labs, err := lab.List()
-		return errors.Join(err, lab.WriteList(cmd.OutOrStdout(), labs))
-	})
+	return command("list", "List labs", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error { return lab.ListPrint(cmd.OutOrStdout()) })
 }
 
 func labDownCmd() *cobra.Command {

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +14,6 @@ import (
 	"github.com/cnibench/cnibench/pkg/lab"
 	"golang.org/x/sys/unix"
 )
-
-// lockedBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A vswitchd that dies in the middle of a `cnibench run` step (killed as a
 // crash would end it): that step is stored as an error naming the daemon,
@@ -74,14 +53,7 @@ arms:
 		t.Fatal(err)
 	}
 	// Step 4 is the OVN arm's second: kill node2's vswitchd in its middle.
-	deadline := time.Now().Add(90 * time.Second)
-	for !strings.Contains(out.String(), "[3/6]") {
-		if time.Now().After(deadline) {
-			_ = run.Process.Kill()
-			t.Fatalf("no third step within 90 s:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitOutput(t, run, &out, "[3/6]", 90*time.Second)
 	time.Sleep(900 * time.Millisecond)
 	victim := ovnDaemon(t, filepath.Join(stateRoot, "labs"), "ovs-vswitchd", "node2")
 	if err := unix.Kill(victim.PID, unix.SIGKILL); err != nil {

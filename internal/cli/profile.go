@@ -19,11 +19,10 @@ func addProfileFlags(cmd *cobra.Command, p *profile.Flags) {
 
 func newExplainCmd() *cobra.Command {
 	c := stages.ExplainCommand{}
-	var asJSON bool
 	cmd := command("explain RUN ARM_A ARM_B", "Where arm B's CPU per transaction (or per GB) differs from arm A's, stage by stage (runs taken with --profile)", cobra.ExactArgs(3),
 		func(cmd *cobra.Command, args []string) error {
 			c.Run, c.A, c.B = args[0], args[1], args[2]
-			return c.Print(cmd.OutOrStdout(), asJSON)
+			return c.Print(cmd.OutOrStdout())
 		})
 	cmd.Long = `Explain compares two arms of a run measured with --profile: for each test and
 size both have, the CPU per unit of work (CPU-µs per transaction for latency
@@ -32,7 +31,7 @@ difference B - A, and how sure each difference is (a two-sided Mann-Whitney
 test over the repeats; one repeat gives no significance). Stages, and how a
 stack is classified, are documented in docs/profiling.md.`
 	addDBFlag(cmd, &c.DBPath)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&c.JSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&c.Test, "test", "", "only this test")
 	return cmd
 }

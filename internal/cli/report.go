@@ -82,11 +82,6 @@ an estimate of how many more samples per arm would decide it.
 A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
 REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
 one interleaved run, which a drifting machine affects alike (the better gate).`
-	// The gate's flags are checked before the runs are.
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		_, err := c.Gate()
-		return err
-	}
 	cmd.Flags().StringVar(&c.FailOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&c.JUnit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
 	addMarginFlag(cmd, &c.Margin)

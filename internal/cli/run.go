@@ -7,23 +7,16 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cnibench/cnibench/pkg/experiment"
-	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func newRunCmd() *cobra.Command {
 	c := experiment.RunCommand{Ref: "default", Local: experiment.LocalOptions{Kind: store.KindLab}}
-	var prof profile.Flags
 	cmd := command("run [FILE|NAME]", "Run an experiment: build each arm's lab, measure, store, report", cobra.MaximumNArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				c.Ref = args[0]
 			}
-			var err error
-			if c.Local.Profile, err = prof.Options(); err != nil {
-				return err
-			}
-			c.ProfileArms = prof.Arms
 			return runExperiment(cmd, c)
 		})
 	cmd.Long = `Run an experiment file, or a ready experiment by name (default: "default").
@@ -39,7 +32,7 @@ run keeps what it measured and is marked incomplete.`
 	f.StringVar(&c.Format, "format", "table", "report format printed at the end: table, markdown, json, csv, html, none")
 	addMarginFlag(cmd, &c.Margin)
 	f.StringVarP(&c.Output, "output", "o", "", "write the report to this file instead of standard output")
-	addProfileFlags(cmd, &prof)
+	addProfileFlags(cmd, &c.Profile)
 	f.StringVar(&c.Flags.Precision, "precision", "", "keep adding interleaved rounds for cells whose median's 95% CI is wider than ±P of the median, e.g. 5%")
 	f.StringVar(&c.Flags.Budget, "budget", "", "wall-time limit of a precision-driven run, e.g. 5m (default 10m)")
 	f.StringVar(&c.Flags.Wakeup, "wakeup", "", "keep idle CPUs awake while measuring: auto (hold for request/response tests, none for streams), spin, hold or none")

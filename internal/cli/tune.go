@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -19,44 +18,27 @@ func newTuneCmd() *cobra.Command {
 }
 
 func tuneAuditCmd() *cobra.Command {
-	s := tune.Selection{Namespaces: lab.ScopeNamespaces}
-	var root string
-	var asJSON bool
+	a := tune.AuditCommand{Selection: tune.Selection{Namespaces: lab.ScopeNamespaces}}
 	c := command("audit", "Show every knob: current value, recommendation, status and source", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			fs, multi, err := tune.AuditSelection(s, root)
-			if err != nil {
-				return err
-			}
-			return printAs(cmd.OutOrStdout(), asJSON, fs, func(w io.Writer) error { return tune.WriteFindings(w, fs, multi) })
-		})
-	c.Flags().StringVar(&s.Profile, "profile", "", "latency or throughput (default: both)")
-	c.Flags().StringVar(&root, "root", "/", "read /proc, /sys and /dev under this directory (fixture trees)")
-	c.Flags().StringVar(&s.Only, "only", "", "comma-separated knob ids")
-	c.Flags().StringVar(&s.Scope, "scope", "host", "host, lab:<name> or netns:<name> (per-namespace knobs only)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
+		func(cmd *cobra.Command, _ []string) error { return a.Run(cmd.OutOrStdout()) })
+	c.Flags().StringVar(&a.Profile, "profile", "", "latency or throughput (default: both)")
+	c.Flags().StringVar(&a.Root, "root", "/", "read /proc, /sys and /dev under this directory (fixture trees)")
+	c.Flags().StringVar(&a.Only, "only", "", "comma-separated knob ids")
+	c.Flags().StringVar(&a.Scope, "scope", "host", "host, lab:<name> or netns:<name> (per-namespace knobs only)")
+	c.Flags().BoolVar(&a.JSON, "json", false, "print findings as JSON")
 	return c
 }
 
 func tuneApplyCmd() *cobra.Command {
 	a := tune.ApplyCommand{Selection: tune.Selection{Namespaces: lab.ScopeNamespaces}}
-	var asJSON bool
 	c := command("apply", "Apply a profile: journal first (fsynced), then change the host; one failure does not stop the rest", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			o, err := a.Options()
-			if err != nil {
-				return err
-			}
-			return tune.ApplyPrint(o, func(rep *tune.ApplyReport) error {
-				return printAs(cmd.OutOrStdout(), asJSON, rep, func(w io.Writer) error { tune.WriteApply(w, rep, a.DryRun); return nil })
-			})
-		})
+		func(cmd *cobra.Command, _ []string) error { return a.Run(cmd.OutOrStdout()) })
 	c.Flags().StringVar(&a.Profile, "profile", "", "latency or throughput")
 	c.Flags().StringVar(&a.Only, "only", "", "comma-separated knob ids (default: all)")
 	c.Flags().StringVar(&a.Scope, "scope", "host", "host, lab:<name> or netns:<name>")
 	c.Flags().BoolVar(&a.Yes, "yes", false, "confirm changing this host (needed for --scope host)")
 	c.Flags().BoolVar(&a.DryRun, "dry-run", false, "print what would change, change nothing")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	c.Flags().BoolVar(&a.JSON, "json", false, "print the report as JSON")
 	c.Flags().StringVar(&a.JournalDir, "journal-dir", tune.DefaultJournalDir, "where journals are written")
 	return c
 }
@@ -90,9 +72,6 @@ func tuneHoldCmd() *cobra.Command {
 	var us int32
 	c := command("hold-latency", "Hold the CPU C-state exit latency limit (/dev/cpu_dma_latency) until Ctrl-C", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			if us < 0 {
-				return UsageError{fmt.Errorf("--us %d: must be 0 or more microseconds", us)}
-			}
 			// main cancels the context on Ctrl-C, SIGTERM and SIGHUP.
 			return tune.HoldUntil(cmd.Context(), tune.DefaultEnv(), us, cmd.OutOrStdout())
 		})

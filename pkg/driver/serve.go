@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/result"
 )
 
@@ -110,6 +111,41 @@ func Serve(ctx context.Context, d Driver, port int, log io.Writer) error {
 		p := procs[i]
 		return fmt.Errorf("%s exited (%v): %s", strings.Join(servers[i].Argv, " "), p.waitErr, tailLine(p.stderr.String()))
 	}
+}
+
+// ErrInvalid is matched (errors.Is) by ToolServer's errors about its
+// options, which the user fixes by changing the command line.
+var ErrInvalid = errors.New("invalid tool server options")
+
+// ToolServer is what a reference tool's server pod runs (`cnibench k8s
+// tool-server`): the engine's own server commands, as the lab's Measure
+// runs them, until ctx ends. With Check it is the pod's startup probe
+// instead: nil once every one of those servers has bound its port in this
+// thread's network namespace (no connection is made; /proc/self/net would
+// be the main thread's namespace).
+type ToolServer struct {
+	Engine string // qperf, iperf3 or sockperf
+	Port   int    // 0: the tool's own default
+	Check  bool
+}
+
+// Run serves, writing Serve's lines to log, or checks. A tool missing from
+// this image is an error (matching ErrNotInstalled) saying how to build
+// one that has it.
+func (c ToolServer) Run(ctx context.Context, log io.Writer) error {
+	d, err := Lookup(c.Engine)
+	if err != nil || c.Engine == "builtin" {
+		return errkind.Errorf(ErrInvalid, "--engine %q: want qperf, iperf3 or sockperf", c.Engine)
+	}
+	if c.Check {
+		return Listening(d, c.Port, "/proc/thread-self/net")
+	}
+	err = Serve(ctx, d, c.Port, log)
+	if errors.Is(err, ErrNotInstalled) {
+		// The pod's log ends with this line; k8s run shows it.
+		return errkind.Errorf(ErrNotInstalled, "%s is not in this image (PATH=%s): build the image with `cnibench image build --with-tools` on a host that has %s, load it on every node and run again", c.Engine, os.Getenv("PATH"), c.Engine)
+	}
+	return err
 }
 
 // ErrNotListening is wrapped by Listening's error for a server whose port

@@ -97,6 +97,23 @@ func TestServeMissingTool(t *testing.T) {
 	}
 }
 
+// The tool server serves only the reference tools; without the tool it
+// says how to build an image that has it.
+func TestToolServerRefusals(t *testing.T) {
+	for _, engine := range []string{"builtin", "netperf", ""} {
+		err := driver.ToolServer{Engine: engine}.Run(context.Background(), io.Discard)
+		if !errors.Is(err, driver.ErrInvalid) || err.Error() != fmt.Sprintf("--engine %q: want qperf, iperf3 or sockperf", engine) {
+			t.Errorf("--engine %q: %v", engine, err)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	err := driver.ToolServer{Engine: "iperf3"}.Run(context.Background(), io.Discard)
+	if !errors.Is(err, driver.ErrNotInstalled) || !strings.HasPrefix(err.Error(), "iperf3 is not in this image (PATH=") ||
+		!strings.Contains(err.Error(), "cnibench image build --with-tools") {
+		t.Errorf("no iperf3: %v", err)
+	}
+}
+
 // TestServeQperf runs the real qperf server through Serve on a free
 // loopback-reachable port, measures once against it with the driver's
 // client, then cancels: the server must be gone.

@@ -67,9 +67,19 @@ func ioAll(trap uintptr, fd int, b []byte, phase *atomic.Int32) (bool, error) {
 	return true, nil
 }
 
+// answered counts a transaction answered ns after it was sent, and its
+// latency, when it was sent in the measured phase ph. The caller reads the
+// clock, so the stamp is taken before this call.
+func (s *stream) answered(ph int32, ns int64) {
+	if ph == phMeasure {
+		s.hist.record(ns)
+		s.txns++
+	}
+}
+
 func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 	buf := make([]byte, size)
-	h, fd, w := s.hist, s.fd, s.where
+	fd, w := s.fd, s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -82,11 +92,7 @@ func tcpLatLoop(s *stream, size int, phase *atomic.Int32) error {
 		if ok, err := readAll(fd, buf, phase); !ok {
 			return err
 		}
-		t1 := nanotime()
-		if ph == phMeasure {
-			h.record(t1 - t0)
-			s.txns++
-		}
+		s.answered(ph, nanotime()-t0)
 		w.tick(1)
 	}
 }
@@ -112,7 +118,7 @@ func seqMatches(b []byte, seq uint64) bool {
 func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 	out := make([]byte, size)
 	in := make([]byte, size+1) // +1 tells an oversized datagram from ours
-	h, fd, w := s.hist, s.fd, s.where
+	fd, w := s.fd, s.where
 	var seq uint64
 	for {
 		ph := phase.Load()
@@ -161,11 +167,7 @@ func udpLatLoop(s *stream, size int, timeout int64, phase *atomic.Int32) error {
 				}
 				continue
 			}
-			t1 := nanotime()
-			if ph == phMeasure {
-				h.record(t1 - t0)
-				s.txns++
-			}
+			s.answered(ph, nanotime()-t0)
 			break
 		}
 	}
@@ -177,7 +179,7 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 	resp := make([]byte, o.MsgSize)
 	sa, af := sockaddr(ip, o.Port)
 	tv := unix.NsecToTimeval(int64(time.Second))
-	h, w := s.hist, s.where
+	w := s.where
 	for {
 		ph := phase.Load()
 		if ph == phStop {
@@ -216,11 +218,7 @@ func crrLoop(s *stream, o *ClientOptions, ip net.IP, session uint32, i int, phas
 			}
 			return err
 		}
-		t1 := nanotime()
-		if ph == phMeasure {
-			h.record(t1 - t0)
-			s.txns++
-		}
+		s.answered(ph, nanotime()-t0)
 		w.tick(1)
 	}
 }

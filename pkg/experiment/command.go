@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/errkind"
+	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -46,9 +47,10 @@ type RunCommand struct {
 	// Margin is the report's equivalence margin as given (--margin;
 	// "" = report's default).
 	Margin string
-	Local  LocalOptions
-	// ProfileArms, with Local.Profile, profiles only these arms.
-	ProfileArms []string
+	// Local is how the run is taken; its Profile and ProfileArms come
+	// from Profile, the --profile flags as given.
+	Local   LocalOptions
+	Profile profile.Flags
 }
 
 // measured reports whether a run that returned err still has results to
@@ -65,6 +67,10 @@ func measured(err error) bool {
 // run, or one with failed steps, or one whose labs could not all be
 // removed, whose error it then returns.
 func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
+	var err error
+	if c.Local.Profile, err = c.Profile.Options(); err != nil {
+		return err
+	}
 	e, err := Load(c.Ref)
 	if err != nil {
 		return err
@@ -82,7 +88,7 @@ func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
 		}
 	}
 	if c.Local.Profile != nil {
-		if c.Local.ProfileArms, err = e.ArmSet("--profile-arms", c.ProfileArms); err != nil {
+		if c.Local.ProfileArms, err = e.ArmSet("--profile-arms", c.Profile.Arms); err != nil {
 			return err
 		}
 	}

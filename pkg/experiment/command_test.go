@@ -41,13 +41,20 @@ func TestRunCommandRefusesBadInput(t *testing.T) {
 		{Ref: "no-such-experiment", Format: "table"},
 		{Ref: "default", Format: "pdf"},
 		{Ref: "default", Format: "none", Flags: RunFlags{Warmup: "x"}},
-		{Ref: "default", Format: "none", Local: LocalOptions{Profile: &profile.Options{}}, ProfileArms: []string{"nope"}},
+		{Ref: "default", Format: "none", Profile: profile.Flags{On: true, Rate: 99, Arms: []string{"nope"}}},
 	} {
 		c.Local.DBPath = db
 		var out bytes.Buffer
 		err := c.Run(context.Background(), &out)
 		if !errors.Is(err, ErrInvalid) || out.Len() > 0 {
 			t.Errorf("%+v: got %v, printed %q; want ErrInvalid", c, err, out.String())
+		}
+	}
+	// The --profile flags are checked first, by their own package.
+	for _, f := range []profile.Flags{{On: true, Rate: 0}, {Arms: []string{"host"}}} {
+		c := RunCommand{Ref: "no-such-experiment", Format: "pdf", Profile: f, Local: LocalOptions{DBPath: db}}
+		if err := c.Run(context.Background(), &bytes.Buffer{}); !errors.Is(err, profile.ErrInvalid) {
+			t.Errorf("%+v: got %v, want profile.ErrInvalid", f, err)
 		}
 	}
 	if _, err := os.Stat(db); err == nil {

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,27 @@ func Build(o BuildOptions) (*Built, error) {
 		return nil, fmt.Errorf("image build: %w", err)
 	}
 	return b, nil
+}
+
+// BuildCommand is `cnibench image build`: write the archive, then, with
+// Push, push it to that registry reference.
+type BuildCommand struct {
+	BuildOptions
+	Push     string // "" = do not push
+	Insecure bool   // the registry speaks plain HTTP
+}
+
+// Run builds and pushes, writing a line to w for each as it is done.
+func (c BuildCommand) Run(ctx context.Context, w io.Writer) error {
+	b, err := Build(c.BuildOptions)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, b)
+	if c.Push == "" {
+		return nil
+	}
+	return pushPrint(ctx, w, PushOptions{Archive: c.Output, Ref: c.Push, Insecure: c.Insecure})
 }
 
 // String is the one line `image build` prints.

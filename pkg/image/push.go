@@ -187,17 +187,17 @@ type PushCommand struct {
 }
 
 // Run checks the reference before building anything, then builds (when
-// needed) and pushes; it returns the lines to print.
-func (c PushCommand) Run(ctx context.Context) ([]string, error) {
+// needed) and pushes, writing a line to w for each as it is done: a push
+// that fails after a build still shows what was built.
+func (c PushCommand) Run(ctx context.Context, w io.Writer) error {
 	if _, err := name.ParseReference(c.Ref); err != nil {
-		return nil, fmt.Errorf("%w: image push: %q is not an image reference (want REGISTRY/REPOSITORY:TAG): %v", ErrInvalid, c.Ref, err)
+		return fmt.Errorf("%w: image push: %q is not an image reference (want REGISTRY/REPOSITORY:TAG): %v", ErrInvalid, c.Ref, err)
 	}
-	var lines []string
 	archive := c.Archive
 	if archive == "" {
 		dir, err := os.MkdirTemp("", "cnibench-image-")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer os.RemoveAll(dir)
 		b := c.Build
@@ -210,14 +210,20 @@ func (c PushCommand) Run(ctx context.Context) ([]string, error) {
 		}
 		built, err := Build(b)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		lines = append(lines, fmt.Sprintf("built %s (manifest %s, layer %.1f MB gzip)", built.Ref, built.ManifestDigest, float64(built.LayerSize)/1e6))
+		fmt.Fprintf(w, "built %s (manifest %s, layer %.1f MB gzip)\n", built.Ref, built.ManifestDigest, float64(built.LayerSize)/1e6)
 		archive = b.Output
 	}
-	p, err := Push(ctx, PushOptions{Archive: archive, Ref: c.Ref, Insecure: c.Insecure})
+	return pushPrint(ctx, w, PushOptions{Archive: archive, Ref: c.Ref, Insecure: c.Insecure})
+}
+
+// pushPrint pushes and writes the line saying what was pushed.
+func pushPrint(ctx context.Context, w io.Writer, o PushOptions) error {
+	p, err := Push(ctx, o)
 	if err != nil {
-		return lines, err
+		return err
 	}
-	return append(lines, p.String()), nil
+	_, err = fmt.Fprintln(w, p)
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,3 +111,40 @@ func TestPushRefusals(t *testing.T) {
 type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// The commands write a line for each step as it is done: image build its
+// archive then the push, image push (without --archive) the image it
+// built then the push — and the build's line also when the push fails.
+func TestCommandsPrintEachStep(t *testing.T) {
+	addr := registry(t, "")
+	archive := filepath.Join(t.TempDir(), "img.tar")
+	build := BuildOptions{Binary: fakeStatic(t), Version: "v1"}
+	withOutput := build
+	withOutput.Output = archive
+	for _, c := range []struct {
+		name string
+		cmd  interface {
+			Run(context.Context, io.Writer) error
+		}
+		err   error    // want errors.Is
+		lines []string // the printed lines' starts
+	}{
+		{"build --push", BuildCommand{BuildOptions: withOutput, Push: addr + "/cnb/b:v1", Insecure: true}, nil,
+			[]string{"wrote " + archive + ": ", "pushed " + addr + "/cnb/b@sha256:"}},
+		{"push", PushCommand{Ref: addr + "/cnb/p:v1", Insecure: true, Build: build}, nil,
+			[]string{"built " + addr + "/cnb/p:v1 (manifest sha256:", "pushed " + addr + "/cnb/p@sha256:"}},
+		{"push to nowhere", PushCommand{Ref: "127.0.0.1:1/cnb/p:v1", Insecure: true, Build: build}, ErrRegistry,
+			[]string{"built 127.0.0.1:1/cnb/p:v1 "}},
+	} {
+		var out strings.Builder
+		err := c.cmd.Run(context.Background(), &out)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		ok := errors.Is(err, c.err) && len(lines) == len(c.lines)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasPrefix(lines[i], c.lines[i])
+		}
+		if !ok {
+			t.Errorf("%s: %v, printed:\n%s", c.name, err, out.String())
+		}
+	}
+}

@@ -41,6 +41,23 @@ func (c UpCommand) Run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
+// Show is `cnibench lab show`: the named lab. A lab that cannot be read,
+// as for ExecIn, is input the user fixes (ErrInvalid).
+func Show(name string) (*Lab, error) {
+	l, err := Get(name)
+	if err != nil {
+		return nil, invalidError{err}
+	}
+	return l, nil
+}
+
+// ListPrint is `cnibench lab list`: the table of every readable lab, then
+// an error naming each state file that could not be read.
+func ListPrint(w io.Writer) error {
+	labs, err := List()
+	return errors.Join(err, WriteList(w, labs))
+}
+
 // DownNamed is `cnibench lab down`: Down of the named lab. Like CNI DEL,
 // removing a lab that is not there succeeds (with a note on log).
 func DownNamed(ctx context.Context, name string, out, log io.Writer) error {

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -65,6 +66,29 @@ func TestExecInUnknownLab(t *testing.T) {
 	err := ExecIn("gone", "client", []string{"true"})
 	if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrNoLab) {
 		t.Errorf("got %v, want ErrInvalid wrapping ErrNoLab", err)
+	}
+}
+
+func TestShowUnknownLab(t *testing.T) {
+	privateState(t)
+	if _, err := Show("gone"); !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrNoLab) {
+		t.Errorf("got %v, want ErrInvalid wrapping ErrNoLab", err)
+	}
+}
+
+// A state file that cannot be read does not hide the labs that can: they
+// are listed, and the error names the broken file.
+func TestListPrintCorruptState(t *testing.T) {
+	privateState(t)
+	os.MkdirAll(StateDir, 0o755)
+	good, _ := json.Marshal(&Lab{Name: "good", ID: "abc123", Preset: "veth"})
+	os.WriteFile(filepath.Join(StateDir, "good.json"), good, 0o644)
+	os.WriteFile(filepath.Join(StateDir, "bad.json"), []byte("{"), 0o644)
+	var out bytes.Buffer
+	err := ListPrint(&out)
+	if err == nil || !strings.Contains(err.Error(), "lab bad: corrupt state file") ||
+		!strings.HasPrefix(out.String(), "NAME") || !strings.Contains(out.String(), "\ngood ") || !strings.Contains(out.String(), " abc123 ") {
+		t.Errorf("got %v, out:\n%s", err, out.String())
 	}
 }
 

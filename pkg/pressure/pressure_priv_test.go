@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
@@ -271,7 +272,7 @@ pressure:
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(ctMaxPath)
-		if strings.TrimSpace(string(b)) == "8192" && serverPids(t, bin) > 0 {
+		if strings.TrimSpace(string(b)) == "8192" && serverPids(bin) > 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -302,33 +303,20 @@ pressure:
 		t.Errorf("namespaces left: %v", left)
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for serverPids(t, bin) > 0 && time.Now().Before(deadline) {
+	for serverPids(bin) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := serverPids(t, bin); n > 0 {
+	if n := serverPids(bin); n > 0 {
 		t.Errorf("%d pressure-server processes of %s left", n, bin)
 	}
 }
 
 // serverPids counts running `BIN pressure-server` processes.
-func serverPids(t *testing.T, bin string) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 1 && args[0] == bin && args[1] == "pressure-server" {
-			n++
-		}
-	}
-	return n
+func serverPids(bin string) int {
+	return len(driver.Procs("cmdline", func(_ int, cmdline []byte) bool {
+		args := strings.Split(string(cmdline), "\x00")
+		return len(args) > 1 && args[0] == bin && args[1] == "pressure-server"
+	}))
 }
 
 // stateIDs are the run ids of the labs whose state files are in the

@@ -113,8 +113,8 @@ type CompareCommand struct {
 	Margin string
 }
 
-// Gate checks the gate flags: nil without --fail-on.
-func (c CompareCommand) Gate() (*Gate, error) {
+// gate checks the gate flags, first of all Run checks: nil without --fail-on.
+func (c CompareCommand) gate() (*Gate, error) {
 	if c.JUnit != "" && c.FailOn == "" {
 		return nil, errkind.Errorf(ErrInvalid, "--junit needs --fail-on (the rule decides which cells fail)")
 	}
@@ -131,7 +131,7 @@ func (c CompareCommand) Gate() (*Gate, error) {
 // Run compares B with A cell by cell and, with a gate, judges B (a
 // *GateError when a cell fails); the gate's notes go to log.
 func (c CompareCommand) Run(stdout, log io.Writer) error {
-	gate, err := c.Gate()
+	gate, err := c.gate()
 	if err != nil {
 		return err
 	}

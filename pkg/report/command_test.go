@@ -46,6 +46,8 @@ func TestCommandsRefuseBadOptions(t *testing.T) {
 		{"compare format", CompareCommand{DBPath: db, A: "last", B: "last", Format: "pdf"}.Run(&out, &log), ErrInvalid},
 		{"compare junit without gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, JUnit: "x.xml"}.Run(&out, &log), ErrInvalid},
 		{"compare bad gate", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, FailOn: "worse"}.Run(&out, &log), ErrInvalid},
+		// The gate's flags are checked before the runs are: no database needed.
+		{"compare bad gate first", CompareCommand{DBPath: db + ".missing", A: "nope", B: "nope", Format: FormatTable, FailOn: "worse"}.Run(&out, &log), ErrInvalid},
 		{"report margin", ReportCommand{DBPath: db, Refs: []string{"last"}, Format: FormatTable, Margin: "0%"}.Run(&out, io.Discard), ErrInvalid},
 		{"compare margin", CompareCommand{DBPath: db, A: "last", B: "last", Format: FormatTable, Margin: "five"}.Run(&out, &log), ErrInvalid},
 		{"compare no arm", CompareCommand{DBPath: db, A: "last@host", B: "last@nope", Format: FormatTable}.Run(&out, &log), store.ErrNoSuchArm},

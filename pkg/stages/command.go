@@ -11,12 +11,13 @@ import (
 // stored run, optionally only one test.
 type ExplainCommand struct {
 	DBPath, Run, A, B, Test string
+	JSON                    bool
 }
 
-// Print explains B against A, as text or (asJSON) one indented JSON
+// Print explains B against A, as text or, with JSON, one indented JSON
 // document holding the run, the arms and the cells. An unknown run or arm
 // and an unprofiled run are the store's and ErrNotProfiled errors.
-func (c ExplainCommand) Print(w io.Writer, asJSON bool) error {
+func (c ExplainCommand) Print(w io.Writer) error {
 	db, err := store.OpenExisting(c.DBPath)
 	if err != nil {
 		return err
@@ -30,7 +31,7 @@ func (c ExplainCommand) Print(w io.Writer, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	if !asJSON {
+	if !c.JSON {
 		return WriteText(w, es)
 	}
 	enc := json.NewEncoder(w)

@@ -12,7 +12,7 @@ import (
 func TestExplainCommandUnknownInput(t *testing.T) {
 	var out bytes.Buffer
 	dir := t.TempDir()
-	err := ExplainCommand{DBPath: filepath.Join(dir, "missing.db"), Run: "last", A: "a", B: "b"}.Print(&out, false)
+	err := ExplainCommand{DBPath: filepath.Join(dir, "missing.db"), Run: "last", A: "a", B: "b"}.Print(&out)
 	if !errors.Is(err, store.ErrNoDatabase) {
 		t.Errorf("missing database: %v", err)
 	}
@@ -22,7 +22,7 @@ func TestExplainCommandUnknownInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if err := (ExplainCommand{DBPath: path, Run: "7", A: "a", B: "b"}).Print(&out, true); !errors.Is(err, store.ErrNotFound) {
+	if err := (ExplainCommand{DBPath: path, Run: "7", A: "a", B: "b", JSON: true}).Print(&out); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown run: %v", err)
 	}
 	if out.Len() > 0 {

@@ -49,15 +49,25 @@ func (s Selection) resolve() ([]Profile, []*Knob, []string, error) {
 	return profiles, ks, nss, nil
 }
 
-// AuditSelection is `cnibench tune audit`: every selected knob's finding,
-// read under root ("/" = this host), and whether more than one profile
-// was judged.
-func AuditSelection(s Selection, root string) ([]Finding, bool, error) {
-	profiles, ks, nss, err := s.resolve()
+// AuditCommand is `cnibench tune audit` as given.
+type AuditCommand struct {
+	Selection
+	Root string // read /proc, /sys and /dev under it; "/" is this host
+	JSON bool
+}
+
+// Run writes every selected knob's finding to w: a table, with a profile
+// column when both profiles were judged, or with JSON one array.
+func (c AuditCommand) Run(w io.Writer) error {
+	profiles, ks, nss, err := c.resolve()
 	if err != nil {
-		return nil, false, err
+		return err
 	}
-	return AuditNetns(EnvAt(root), ks, profiles, nss), len(profiles) > 1, nil
+	fs := AuditNetns(EnvAt(c.Root), ks, profiles, nss)
+	if c.JSON {
+		return writeJSON(w, fs)
+	}
+	return WriteFindings(w, fs, len(profiles) > 1)
 }
 
 // ApplyCommand is `cnibench tune apply` as given.
@@ -65,6 +75,23 @@ type ApplyCommand struct {
 	Selection
 	Yes, DryRun bool // Yes confirms changing the host (scope host)
 	JournalDir  string
+	JSON        bool
+}
+
+// Run checks c, applies it and writes what changed to w, as a table or
+// with JSON the report as one document.
+func (c ApplyCommand) Run(w io.Writer) error {
+	o, err := c.Options()
+	if err != nil {
+		return err
+	}
+	return applyPrint(o, func(rep *ApplyReport) error {
+		if c.JSON {
+			return writeJSON(w, rep)
+		}
+		WriteApply(w, rep, c.DryRun)
+		return nil
+	})
 }
 
 // Options checks c — a profile is required, and the host scope needs Yes
@@ -91,10 +118,10 @@ func (c ApplyCommand) Options() (ApplyOptions, error) {
 		ScopeLabel: label, DryRun: c.DryRun, JournalDir: c.JournalDir}, nil
 }
 
-// ApplyPrint applies o and prints what changed through print (also when
+// applyPrint applies o and prints what changed through print (also when
 // some changes failed); any failed change makes the error, naming the
 // journal that undoes the rest.
-func ApplyPrint(o ApplyOptions, print func(*ApplyReport) error) error {
+func applyPrint(o ApplyOptions, print func(*ApplyReport) error) error {
 	rep, err := Apply(o)
 	if rep != nil {
 		if perr := print(rep); perr != nil {

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -57,13 +58,22 @@ func TestApplyCommandOptions(t *testing.T) {
 	}
 }
 
-// Audit with both profiles reads the fixture tree, not this host.
-func TestAuditSelectionFixture(t *testing.T) {
-	fs, multi, err := AuditSelection(Selection{Only: "net.core.busy_poll"}, "testdata/vm")
-	if err != nil || !multi || len(fs) != 2 {
-		t.Fatalf("got %d findings (multi %v), %v; want one per profile", len(fs), multi, err)
+// Audit with both profiles reads the fixture tree, not this host: a
+// table with a profile column, or with JSON one finding per profile.
+func TestAuditCommandFixture(t *testing.T) {
+	var b bytes.Buffer
+	c := AuditCommand{Selection: Selection{Only: "net.core.busy_poll"}, Root: "testdata/vm"}
+	if err := c.Run(&b); err != nil || !strings.HasPrefix(b.String(), "PROFILE") || strings.Count(b.String(), "net.core.busy_poll") != 2 {
+		t.Fatalf("table: %v\n%s", err, b.String())
 	}
-	if _, _, err := AuditSelection(Selection{Profile: "slow"}, "testdata/vm"); !errors.Is(err, ErrInvalid) {
+	b.Reset()
+	c.JSON = true
+	var fs []Finding
+	if err := c.Run(&b); err != nil || json.Unmarshal(b.Bytes(), &fs) != nil || len(fs) != 2 || fs[0].Profile == fs[1].Profile {
+		t.Fatalf("json: %v, %d findings\n%s", err, len(fs), b.String())
+	}
+	c.Profile = "slow"
+	if err := c.Run(&b); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad profile: %v", err)
 	}
 }
@@ -74,7 +84,7 @@ func TestApplyPrintDryRun(t *testing.T) {
 	o := ApplyOptions{Env: EnvAt("testdata/vm"), Profile: Latency, DryRun: true, JournalDir: dir, ScopeLabel: "host"}
 	o.Knobs, _ = Select([]string{"net.core.busy_poll"})
 	var printed *ApplyReport
-	if err := ApplyPrint(o, func(r *ApplyReport) error { printed = r; return nil }); err != nil {
+	if err := applyPrint(o, func(r *ApplyReport) error { printed = r; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if printed == nil || printed.Journal != "" {
@@ -84,8 +94,24 @@ func TestApplyPrintDryRun(t *testing.T) {
 		t.Errorf("a dry run wrote %v", es)
 	}
 	stop := errors.New("stdout closed")
-	if err := ApplyPrint(o, func(*ApplyReport) error { return stop }); err != stop {
+	if err := applyPrint(o, func(*ApplyReport) error { return stop }); err != stop {
 		t.Errorf("print error: got %v", err)
+	}
+}
+
+// Run prints the plan as a table, or with JSON as the report; a dry run
+// on the host only reads it.
+func TestApplyCommandRunTableOrJSON(t *testing.T) {
+	var b bytes.Buffer
+	c := ApplyCommand{Selection: Selection{Profile: "latency", Only: "net.core.busy_poll"}, DryRun: true, JournalDir: t.TempDir()}
+	if err := c.Run(&b); err != nil || !strings.HasPrefix(b.String(), "KNOB ") {
+		t.Fatalf("table: %v\n%s", err, b.String())
+	}
+	b.Reset()
+	c.JSON = true
+	var rep ApplyReport
+	if err := c.Run(&b); err != nil || json.Unmarshal(b.Bytes(), &rep) != nil || rep.Journal != "" || rep.Changes == nil {
+		t.Fatalf("json: %v, %+v\n%s", err, rep, b.String())
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cnibench/cnibench/pkg/errkind"
 )
 
 // CPU and memory knobs: frequency scaling, C-state latency, transparent
@@ -230,7 +232,11 @@ func HoldDMALatency(e *Env, us int32) (release func() error, err error) {
 
 // HoldUntil holds the limit at us microseconds until ctx ends (Ctrl-C, for
 // `tune hold-latency`), saying on w what it holds and when it let go.
+// A negative limit is ErrInvalid.
 func HoldUntil(ctx context.Context, e *Env, us int32, w io.Writer) error {
+	if us < 0 {
+		return errkind.Errorf(ErrInvalid, "--us %d: must be 0 or more microseconds", us)
+	}
 	release, err := HoldDMALatency(e, us)
 	if err != nil {
 		return fmt.Errorf("hold cpu_dma_latency: %w (needs root)", err)

@@ -3,6 +3,7 @@ package tune
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,5 +26,8 @@ func TestHoldUntil(t *testing.T) {
 	}
 	if err := HoldUntil(ctx, EnvAt(filepath.Join(root, "none")), 7, &b); err == nil {
 		t.Error("held a limit without the file")
+	}
+	if err := HoldUntil(ctx, EnvAt(root), -1, &b); !errors.Is(err, ErrInvalid) || err.Error() != "--us -1: must be 0 or more microseconds" {
+		t.Errorf("a negative limit: %v", err)
 	}
 }

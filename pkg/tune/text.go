@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -8,6 +9,13 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/termtable"
 )
+
+// writeJSON writes v as one indented JSON document, as every --json does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
 
 // AuditWidth is the terminal width `tune audit` fits its table to.
 const AuditWidth = 100
