@@ -119,7 +119,8 @@ step "tables"
 hl() {
   "$BIN" compare "$1" "$2" --format json 2>/dev/null | jq -r --arg t "$3" --argjson z "$4" --arg m "$5" \
     '[.rows[] | select(.test == $t and .msg_size_bytes == $z and .metric == $m)][0]
-     | [.equivalence.ratio, .equivalence.ratio_ci.low, .equivalence.ratio_ci.high, .p, .a.median, .b.median] | map(. // "nan") | @tsv'
+     | [.equivalence.ratio, .equivalence.ratio_ci.low, .equivalence.ratio_ci.high, .p, .a.median, .b.median] | map(. // "nan") | @tsv' |
+    awk -F'\t' -v OFS='\t' '$4 != "nan" { $4 = sprintf("%.2g", $4) } 1' # p to two digits
 }
 # fmt_ratio R LO HI
 fmt_ratio() { awk -v r="$1" -v l="$2" -v h="$3" 'BEGIN { if (r == "nan") print "—"; else if (l == "nan") printf "%.2f", r; else printf "%.2f [%.2f, %.2f]", r, l, h }'; }
