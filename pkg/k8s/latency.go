@@ -232,7 +232,7 @@ func (lr *latencyRun) notRun(test string, from int, why error) error {
 // deleted and created again with the same ClusterIP, which the agents
 // probe from the start (an address learnt only from the create's answer
 // would start the probes late).
-func (lr *latencyRun) service(ctx context.Context) error {
+func (lr *latencyRun) service(ctx context.Context) (err error) {
 	if err := lr.ensureTarget(ctx); err != nil {
 		return err
 	}
@@ -249,20 +249,20 @@ func (lr *latencyRun) service(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer lr.stopAgents(ctx, agents, &err)
 	fmt.Fprintf(lr.o.Log, "service: agents probe ClusterIP %s on %s\n", ip, strings.Join(lr.nodes, ", "))
 	for i := 1; i <= lr.o.Trials; i++ {
 		if err := lr.waitState(ctx, agents, targetService, false); err != nil {
 			return lr.notRun(result.SvcLatency, i, fmt.Errorf("the ClusterIP %s still answers after the last trial's Service was deleted: %w", ip, err))
 		}
-		var t Trial
-		sent, created, err := createAt(func() error {
+		sent, created, err := lr.createReleased(ctx, func() error {
 			_, err := api.Create(ctx, lr.serviceSpec(ip), metav1.CreateOptions{})
 			return err
 		})
 		if err != nil {
 			return APIError("create", "service", err)
 		}
-		t, err = lr.await(ctx, agents, result.SvcLatency, i, targetService, true, sent, created)
+		t, err := lr.await(ctx, agents, result.SvcLatency, i, targetService, true, sent, created)
 		if err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ func (lr *latencyRun) service(ctx context.Context) error {
 // policy measures result.NetpolDenyLatency and NetpolAllowLatency: per
 // trial a policy denying all ingress to the target, then one allowing the
 // agents, then both deleted.
-func (lr *latencyRun) policy(ctx context.Context) error {
+func (lr *latencyRun) policy(ctx context.Context) (err error) {
 	if err := lr.ensureTarget(ctx); err != nil {
 		return err
 	}
@@ -287,6 +287,7 @@ func (lr *latencyRun) policy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer lr.stopAgents(ctx, agents, &err)
 	api := lr.r.Client.NetworkingV1().NetworkPolicies(lr.po.Namespace)
 	for i := 1; i <= lr.o.Trials; i++ {
 		if err := lr.waitState(ctx, agents, targetPolicy, true); err != nil {
@@ -338,11 +339,12 @@ func (lr *latencyRun) policy(ctx context.Context) error {
 
 // pod measures result.PodReadyLatency: per trial a new pod, on each node in
 // turn, connects to every node's agent until each has answered.
-func (lr *latencyRun) pod(ctx context.Context) error {
+func (lr *latencyRun) pod(ctx context.Context) (err error) {
 	agents, err := lr.startAgents(ctx, nil)
 	if err != nil {
 		return err
 	}
+	defer lr.stopAgents(ctx, agents, &err)
 	var targets []string
 	for _, a := range agents {
 		targets = append(targets, a.node+"="+net.JoinHostPort(a.ip, strconv.Itoa(latencyPort)))
@@ -394,6 +396,25 @@ func (lr *latencyRun) pod(ctx context.Context) error {
 	return nil
 }
 
+// createReleased is createAt for a Service taking the ClusterIP its
+// predecessor held: until the API server has released that address the
+// create is refused as "already allocated", so it is tried again (the
+// trial counts from the create that succeeded), up to the trial's timeout.
+func (lr *latencyRun) createReleased(ctx context.Context, create func() error) (sent, answered time.Time, err error) {
+	deadline := time.Now().Add(lr.o.TrialTimeout)
+	for {
+		sent, answered, err = createAt(create)
+		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "already allocated") || time.Now().After(deadline) {
+			return sent, answered, err
+		}
+		select {
+		case <-ctx.Done():
+			return sent, answered, ctx.Err()
+		case <-time.After(lr.poll()):
+		}
+	}
+}
+
 // createAt runs create and says when its request left and when the API
 // server's answer arrived.
 func createAt(create func() error) (sent, answered time.Time, err error) {
@@ -430,6 +451,21 @@ func (lr *latencyRun) startAgents(ctx context.Context, targets []string) ([]agen
 		out[i].ip = p.Status.PodIP
 	}
 	return out, nil
+}
+
+// stopAgents deletes a kind's agents once its trials are done, so that
+// their probes load no node during the next kind's; on an error the run's
+// cleanup deletes them.
+func (lr *latencyRun) stopAgents(ctx context.Context, agents []agent, err *error) {
+	if *err != nil {
+		return
+	}
+	for _, a := range agents {
+		if *err = lr.deleteObject(ctx, "pod", a.pod); *err != nil {
+			return
+		}
+	}
+	*err = lr.r.waitPodsGone(ctx, lr.po.Namespace, RunSelector(lr.po.RunID)+","+LabelRole+"="+roleLatencyAgent)
 }
 
 // ensureTarget starts the pod the Service and the policies are about, on

@@ -143,8 +143,8 @@ func (p Prober) Run(ctx context.Context, emit func(Edge)) error {
 				}
 				delete(s.pending, s.next)
 				s.next++
-				if ctx.Err() != nil && b.err != nil {
-					continue // cancelled under it, not an answer
+				if b.err != nil && ended(ctx) {
+					continue // cut short by the end of the run, not an answer
 				}
 				good := b.err == nil
 				if !s.seen || good != s.ok {
@@ -168,6 +168,16 @@ func (p Prober) Run(ctx context.Context, emit func(Edge)) error {
 			}
 		}
 	}
+}
+
+// ended says whether ctx is over: cancelled, or past its deadline (the
+// dialer's timer can fire a moment before the context's own does).
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // dialReset is one TCP connect; the connection is closed with a reset

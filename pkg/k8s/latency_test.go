@@ -12,8 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cnibench/cnibench/internal/storetest"
@@ -200,7 +203,16 @@ func runLatency(t *testing.T, ctx context.Context, fc *fakeCluster, o LatencyOpt
 
 func TestLatencyServiceAndPodTrials(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
-	newFakeDatapath(fc, map[string]time.Duration{"n1": 10 * time.Millisecond, "n2": 40 * time.Millisecond})
+	dp := newFakeDatapath(fc, map[string]time.Duration{"n1": 10 * time.Millisecond, "n2": 40 * time.Millisecond})
+	// Trial 2's first create finds the ClusterIP not yet released: it is
+	// tried again, and counts from the create that succeeded.
+	dp.failCreate = func(kind string, n int) error {
+		if kind == "service" && n == 3 {
+			return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "cnb-t3st-lat-svc", field.ErrorList{
+				field.Invalid(field.NewPath("spec", "clusterIPs").Index(0), "10.96.0.42", "failed to allocate IP 10.96.0.42: provided IP is already allocated")})
+		}
+		return nil
+	}
 	o := latencyTestOptions(LatencyService, LatencyPod)
 	o.Services = 30
 	trials, db, rec, err := runLatency(t, context.Background(), fc, o)
@@ -237,6 +249,9 @@ func TestLatencyServiceAndPodTrials(t *testing.T) {
 	}
 	if agents != 2 {
 		t.Errorf("%d service agents probing the ClusterIP, want one per node", agents)
+	}
+	if dp.creates["service"] != 5 {
+		t.Errorf("%d Service creates, want the reservation, 3 trials and one retry", dp.creates["service"])
 	}
 	fc.wantClean(t)
 	// Stored: one sample per trial, the run complete; compare reads it.
