@@ -267,6 +267,14 @@ func TestLatencyServiceAndPodTrials(t *testing.T) {
 	if len(rows) != 2 || rows[0].Test != result.SvcLatency || rows[0].Verdict == nil {
 		t.Errorf("compare of the run with itself: %+v", rows)
 	}
+	// `cnibench report` and `compare` print it as any run.
+	var rep, cmp strings.Builder
+	if err := report.RenderStored(&rep, report.FormatTable, db, rec.Name); err != nil || !strings.Contains(rep.String(), "svc_latency (ms)") {
+		t.Errorf("report: %v\n%s", err, rep.String())
+	}
+	if err := report.CompareFormat(&cmp, report.FormatTable, run, samples, run, samples); err != nil || !strings.Contains(cmp.String(), "pod_ready_latency") {
+		t.Errorf("compare: %v\n%s", err, cmp.String())
+	}
 }
 
 // A node that never sees the Service fails every trial: a failure with
