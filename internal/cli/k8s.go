@@ -26,7 +26,8 @@ removes everything it created. The cluster is chosen as kubectl chooses it:
 current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
-		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd())
+		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd(),
+		newK8sLatencyCmd(), newK8sLatencyAgentCmd())
 }
 
 // addClusterFlags adds the flags every k8s subcommand shares: the cluster,
@@ -96,7 +97,7 @@ failure and Ctrl-C.`
 // the flags as given, one per line, so the run can be repeated.
 func k8sExperimentText(cmd *cobra.Command) string {
 	var b strings.Builder
-	b.WriteString("# cnibench k8s run\n")
+	b.WriteString("# " + cmd.CommandPath() + "\n")
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" || f.Name == "kubeconfig" {
 			return

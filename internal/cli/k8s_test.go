@@ -38,6 +38,18 @@ func TestK8sRunRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
 	})
 }
 
+func TestK8sLatencyRejectsBadInputBeforeTouchingTheCluster(t *testing.T) {
+	unreachableCluster(t)
+	wantUsageErrors(t, []usageCase{
+		{[]string{"k8s", "latency", "--image", "x:1", "--trials", "0"}, "--trials 0: must be 1-1000"},
+		{[]string{"k8s", "latency", "--image", "x:1", "--kinds", "service,ingress"}, `unknown kind "ingress"`},
+		{[]string{"k8s", "latency", "--image", "x:1", "--services", "-1"}, "--services -1: must be 0-50000"},
+		{[]string{"k8s", "latency", "--image", "x:1", "--timeout", "10ms"}, "--timeout 10ms"},
+		{[]string{"k8s", "latency", "--image", "x:1", "--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{[]string{"k8s", "latency-agent", "--target", "10.0.0.1:80"}, "want NAME=HOST:PORT"},
+	})
+}
+
 func TestK8sUnreachableClusterIsOneLine(t *testing.T) {
 	unreachableCluster(t)
 	_, err := runCLI(t, "k8s", "info")

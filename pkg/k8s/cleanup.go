@@ -50,8 +50,9 @@ func (r *Runner) deleteRun(ctx context.Context, ns, id string, deleteNS bool) er
 	return err
 }
 
-// deleteLabeled deletes the pods, services and daemonsets in ns (all
-// namespaces when ns is "") that match selector.
+// deleteLabeled deletes the pods, services, secrets, daemonsets,
+// endpointslices and networkpolicies in ns (all namespaces when ns is "")
+// that match selector.
 func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector string) error {
 	lo := metav1.ListOptions{LabelSelector: selector}
 	bg := metav1.DeletePropagationBackground
@@ -93,6 +94,17 @@ func deleteLabeled(ctx context.Context, cs kubernetes.Interface, ns, selector st
 		}
 	}
 	gone("endpointslices", deleteSlices(ctx, cs, ns, selector))
+	// `k8s latency`'s policies. A user whose role may not list them
+	// (a manifest from before `k8s latency`) cannot have created any.
+	if pols, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctx, lo); err != nil {
+		if !apierrors.IsForbidden(err) {
+			gone("networkpolicies", err)
+		}
+	} else {
+		for _, p := range pols.Items {
+			gone("networkpolicy "+p.Namespace+"/"+p.Name, cs.NetworkingV1().NetworkPolicies(p.Namespace).Delete(ctx, p.Name, do))
+		}
+	}
 	if pods, err := cs.CoreV1().Pods(ns).List(ctx, lo); err != nil {
 		gone("pods", err)
 	} else {

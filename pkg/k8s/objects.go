@@ -31,6 +31,9 @@ var labeledKinds = []objectKind{
 	{"secret", func(ctx context.Context, cs kubernetes.Interface, lo metav1.ListOptions) (runtime.Object, error) {
 		return cs.CoreV1().Secrets("").List(ctx, lo)
 	}},
+	{"networkpolicy", func(ctx context.Context, cs kubernetes.Interface, lo metav1.ListOptions) (runtime.Object, error) {
+		return cs.NetworkingV1().NetworkPolicies("").List(ctx, lo)
+	}},
 }
 
 // listObjects names the objects of kinds that lo selects, as

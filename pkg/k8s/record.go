@@ -21,45 +21,12 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 		Kind:       store.KindK8s,
 		Experiment: experiment,
 		Host:       clusterFingerprint(plan.Cluster, version),
-		Labels: map[string]string{
-			"k8s.version":   plan.Cluster.Version,
-			"k8s.cni":       plan.Cluster.CNI,
-			"k8s.nodes":     strconv.Itoa(len(plan.Cluster.Nodes)),
-			"k8s.namespace": plan.Namespace,
-			"k8s.image":     o.Image,
-			"k8s.repeats":   strconv.Itoa(o.Repeats),
-		},
+		Labels:     clusterLabels(plan.Cluster),
 	}
-	if plan.Cluster.Context != "" {
-		r.Labels["k8s.context"] = plan.Cluster.Context
-	}
-	if plan.Cluster.CNIMode != "" {
-		r.Labels["k8s.cni_mode"] = plan.Cluster.CNIMode
-	}
-	if plan.Cluster.KubeProxyMode != "" {
-		r.Labels["k8s.kube_proxy_mode"] = plan.Cluster.KubeProxyMode
-	}
-	if plan.Cluster.CNIVersion != "" {
-		r.Labels["k8s.cni_version"] = plan.Cluster.CNIVersion
-	}
-	if plan.Cluster.Datapath != "" {
-		r.Labels["k8s.datapath"] = plan.Cluster.Datapath
-	}
-	for _, p := range plan.Cluster.Probes {
-		// The BPF programs attached on each node (--inspect-datapath), or
-		// why they were not listed.
-		switch {
-		case len(p.BPF) > 0:
-			r.Labels["bpf."+p.Node] = strings.Join(p.BPF, "; ")
-		case p.BPFError != "" && p.Error == "":
-			r.Labels["bpf."+p.Node] = p.BPFError
-		}
-	}
+	r.Labels["k8s.namespace"], r.Labels["k8s.image"] = plan.Namespace, o.Image
+	r.Labels["k8s.repeats"] = strconv.Itoa(o.Repeats)
 	if o.Services > 0 {
 		r.Labels["k8s.services"] = strconv.Itoa(o.Services)
-	}
-	if plan.Cluster.Server != "" {
-		r.Labels["k8s.server"] = plan.Cluster.Server
 	}
 	engines := plan.engines(o)
 	var names []string
@@ -103,6 +70,29 @@ func StoreRun(plan *Plan, o Options, version, experiment string) *store.Run {
 		r.Baseline = r.Arms[0].Name
 	}
 	return r
+}
+
+// clusterLabels are the labels every stored Kubernetes run has about its
+// cluster: version, CNI, nodes, the probed datapath and kube-proxy mode,
+// the BPF programs attached on each node (--inspect-datapath) or why they
+// were not listed.
+func clusterLabels(c *Cluster) map[string]string {
+	l := map[string]string{"k8s.version": c.Version, "k8s.cni": c.CNI, "k8s.nodes": strconv.Itoa(len(c.Nodes))}
+	for k, v := range map[string]string{"k8s.context": c.Context, "k8s.cni_mode": c.CNIMode, "k8s.kube_proxy_mode": c.KubeProxyMode,
+		"k8s.cni_version": c.CNIVersion, "k8s.datapath": c.Datapath, "k8s.server": c.Server} {
+		if v != "" {
+			l[k] = v
+		}
+	}
+	for _, p := range c.Probes {
+		switch {
+		case len(p.BPF) > 0:
+			l["bpf."+p.Node] = strings.Join(p.BPF, "; ")
+		case p.BPFError != "" && p.Error == "":
+			l["bpf."+p.Node] = p.BPFError
+		}
+	}
+	return l
 }
 
 // clusterFingerprint folds the nodes into the one fingerprint a run has:

@@ -4,6 +4,7 @@ package report
 // test, their labels, units and where in the result JSON each lives.
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -66,12 +67,17 @@ var (
 	mDatapathPerTxn = fromResult("datapath_cpu_us_per_txn", "datapath CPU per txn", "cpu.datapath.us_per_transaction", "cpu.datapath", "cpu")
 	mDatapathPerGB  = fromResult("datapath_cpu_s_per_gb", "datapath CPU per GB", "cpu.datapath.seconds_per_gb", "cpu.datapath", "cpu")
 	mPMDBusy        = fromResult("pmd_busy_pct", "PMD busy", "cpu.datapath.pmd_busy_pct", "cpu.datapath", "cpu")
-	mClientCPULat   = metric{Metric: mClientCPU.Metric, Label: "client CPU", missingPaths: mClientCPU.missingPaths}
-	mServerCPULat   = metric{Metric: mServerCPU.Metric, Label: "server CPU", missingPaths: mServerCPU.missingPaths}
+	// `k8s latency`: the slowest node's, per trial.
+	mControlPlane = fromResult("control_plane_ms", "latency", "control_plane.latency_ns", "control_plane")
+	mClientCPULat = metric{Metric: mClientCPU.Metric, Label: "client CPU", missingPaths: mClientCPU.missingPaths}
+	mServerCPULat = metric{Metric: mServerCPU.Metric, Label: "server CPU", missingPaths: mServerCPU.missingPaths}
 )
 
 // primary is the metric the latency-shape table shows for a test.
 func primary(test string) metric {
+	if slices.Contains(result.ControlPlaneTests, test) {
+		return mControlPlane
+	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
 		return mOneWay
@@ -88,6 +94,9 @@ var throughputColumns = []metric{mSendMbps, mRecvMbps, mSenderGB, mReceiverGB, m
 
 // allMetrics are the metrics JSON and CSV report for a test when present.
 func allMetrics(test string) []metric {
+	if slices.Contains(result.ControlPlaneTests, test) {
+		return []metric{mControlPlane}
+	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
 		return []metric{mOneWay, mRTT50, mRTT99, mTPS, mClientCPULat, mServerCPULat, mCPUPerTxn, mDatapathCPU, mDatapathPerTxn, mPMDBusy}
@@ -101,12 +110,12 @@ func allMetrics(test string) []metric {
 }
 
 func testOrder(t string) int {
-	for i, x := range result.Tests {
+	for i, x := range append(result.Tests[:len(result.Tests):len(result.Tests)], result.ControlPlaneTests...) {
 		if x == t {
 			return i
 		}
 	}
-	return len(result.Tests)
+	return len(result.Tests) + len(result.ControlPlaneTests)
 }
 
 func (m *Model) tableMetrics(test string) []metric {

@@ -28,6 +28,7 @@ var Metrics = byName(
 	Metric{Name: "datapath_cpu_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.Pct }, 1)},
 	Metric{Name: "datapath_cpu_us_per_txn", Unit: "CPU-us/txn", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.UsPerTransaction }, 1)},
 	Metric{Name: "datapath_cpu_s_per_gb", Unit: "CPU-s/GB", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.SecondsPerGB }, 1)},
+	Metric{Name: "control_plane_ms", Unit: "ms", Get: get(controlPlane, func(c *ControlPlane) *float64 { return c.LatencyNs }, 1e6)},
 	Metric{Name: "pmd_busy_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.PMDBusyPct }, 1)},
 )
 
@@ -62,6 +63,7 @@ func latency(r *Result) *Latency           { return r.Latency }
 func throughput(r *Result) *Throughput     { return r.Throughput }
 func transactions(r *Result) *Transactions { return r.Transactions }
 func udp(r *Result) *UDP                   { return r.UDP }
+func controlPlane(r *Result) *ControlPlane { return r.ControlPlane }
 
 func clientCPU(r *Result) *CPUSide {
 	if r.CPU == nil {

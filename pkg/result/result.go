@@ -33,6 +33,18 @@ const (
 // Tests lists every test name in report order.
 var Tests = []string{TCPLat, UDPLat, TCPCRR, TCPBW, UDPBW}
 
+// Control-plane-to-datapath latencies (`cnibench k8s latency`, see
+// ControlPlane): not engine tests, so not in Tests (no `--test` takes them).
+const (
+	SvcLatency         = "svc_latency"          // a new Service until it answers from every node
+	NetpolDenyLatency  = "netpol_deny_latency"  // a deny NetworkPolicy until the first refusal on every node
+	NetpolAllowLatency = "netpol_allow_latency" // an allow NetworkPolicy until the first success on every node
+	PodReadyLatency    = "pod_ready_latency"    // a new pod until its first answered packet from every node
+)
+
+// ControlPlaneTests lists the control-plane latency tests in report order.
+var ControlPlaneTests = []string{SvcLatency, NetpolDenyLatency, NetpolAllowLatency, PodReadyLatency}
+
 // ValidTest reports whether name is a known test.
 func ValidTest(name string) bool {
 	for _, t := range Tests {
@@ -62,6 +74,9 @@ type Result struct {
 	UDP          *UDP          `json:"udp,omitempty"`
 	TCP          *TCP          `json:"tcp,omitempty"`
 	CPU          *CPU          `json:"cpu,omitempty"`
+	// ControlPlane is one trial of a control-plane latency test
+	// (ControlPlaneTests); nil for the engine's tests.
+	ControlPlane *ControlPlane `json:"control_plane,omitempty"`
 	// Streams holds each stream or connection of a --parallel run; the
 	// top-level figures are their sum (rates) or merge (latency).
 	Streams []Stream `json:"streams,omitempty"`
@@ -276,6 +291,36 @@ type Stream struct {
 type Env struct {
 	Client *Fingerprint `json:"client,omitempty"`
 	Server *Fingerprint `json:"server,omitempty"`
+}
+
+// ControlPlane is one trial of `cnibench k8s latency`: an object created
+// through the API until the datapath of every node acts on it.
+type ControlPlane struct {
+	// Object is what the trial created: service, networkpolicy-deny,
+	// networkpolicy-allow or pod.
+	Object string `json:"object"`
+	// SentAt is when the create request left; CreatedAt when the API
+	// server's answer arrived, the start every latency is counted from.
+	SentAt    time.Time `json:"sent_at"`
+	CreatedAt time.Time `json:"created_at"`
+	// LatencyNs is the slowest node's: the object works "from every node".
+	LatencyNs *float64 `json:"latency_ns"`
+	// Nodes are each node's latency; a node that never saw the change in
+	// time has a null latency and an error.
+	Nodes []ControlPlaneNode `json:"nodes"`
+}
+
+// ControlPlaneNode is one node's part of a ControlPlane trial.
+type ControlPlaneNode struct {
+	Node string `json:"node"`
+	// LatencyNs is the start of the first attempt that saw the change
+	// (a success, or a refusal for a deny policy) minus CreatedAt.
+	LatencyNs *float64 `json:"latency_ns"`
+	// ResolutionNs is how far before that attempt the change may have
+	// happened: since the last attempt that did not see it, or since
+	// CreatedAt when none did.
+	ResolutionNs *float64 `json:"resolution_ns,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 // Fingerprint describes one host. Empty strings mean "could not be read";

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cnibench/cnibench/pkg/k8s"
+	"github.com/cnibench/cnibench/pkg/store"
+)
+
+// `cnibench k8s latency`: control plane to datapath latencies over N
+// trials (pkg/k8s/latency.go); `k8s latency-agent` is what its pods run.
+func newK8sLatencyCmd() *cobra.Command {
+	c := k8s.LatencyCommand{Version: Version}
+	cmd := command("latency", "Time a new Service, NetworkPolicy and pod until every node's datapath acts on it, over N trials", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
+			c.Experiment = k8sExperimentText(cmd)
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	cmd.Long = `One agent pod per node connects to the target every 5ms; a trial is the time
+from the API server's answer to the create until the first attempt that sees
+the change, on the slowest node (docs/kubernetes.md). Compare two stored runs
+with 'cnibench compare A B'.`
+	addClusterFlags(cmd, &c.Cluster, true)
+	f := cmd.Flags()
+	f.IntVar(&c.Trials, "trials", 20, "trials per kind")
+	f.IntVar(&c.Services, "services", 0, "filler Services the cluster holds meanwhile (as k8s run --services)")
+	f.StringVar(&c.Kinds, "kinds", "service,policy,pod", "what to time: service, policy, pod, or all")
+	f.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "a trial that has not reached every node by then fails")
+	f.DurationVar(&c.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long a pod may take to become ready")
+	f.BoolVar(&c.JSON, "json", false, "print every trial and the distributions as JSON")
+	f.BoolVar(&c.Keep, "keep", false, "leave the run's objects for debugging")
+	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
+	return cmd
+}
+
+// newK8sLatencyAgentCmd is what k8s latency's agent and new pods run.
+func newK8sLatencyAgentCmd() *cobra.Command {
+	var a k8s.LatencyAgent
+	agent := hidden(command("latency-agent", "Answer on --listen and print each change of the --target probes (k8s latency's pods)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error { return a.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	agent.Flags().StringVar(&a.Listen, "listen", "", "address to accept connections on, e.g. :7421")
+	agent.Flags().StringArrayVar(&a.Targets, "target", nil, "NAME=HOST:PORT to connect to every 5ms (repeatable)")
+	agent.Flags().BoolVar(&a.UntilOK, "until-ok", false, "exit once every target has answered")
+	agent.Flags().DurationVar(&a.Deadline, "deadline", 0, "with --until-ok: give up after this long")
+	return agent
+}
