@@ -17,10 +17,11 @@ import (
 // TestPrivOVNRestart restarts every daemon an OVN lab runs privately, on
 // both presets: each time the old process is gone and a new one runs
 // with the same command line, the instants are in order, the state file
-// names the new pid, and when Restart returns both ovn-controllers are
-// connected to the southbound database, ovn-northd is active, both
-// switches hold as many OpenFlow flows as before (every flow installed
-// again) and traffic crosses the nodes both ways.
+// names the new pid, and when Restart returns both switches hold at least
+// as many OpenFlow flows as before (counted by ovs-ofctl, apart from the
+// rule count Restart waits on), both ovn-controllers are connected to the
+// southbound database, ovn-northd is active, and traffic crosses the
+// nodes both ways.
 func TestPrivOVNRestart(t *testing.T) {
 	testns.HostWide(t)
 	needOVN(t)
@@ -28,12 +29,14 @@ func TestPrivOVNRestart(t *testing.T) {
 	for _, preset := range []string{TopoOVNOverlay, TopoOVNUnderlay} {
 		t.Run(preset, func(t *testing.T) {
 			l := upLab(t, presetWith(t, preset, nil))
-			flows := map[string]int{"node1": ofFlowCount(t, l, "node1"), "node2": ofFlowCount(t, l, "node2")}
 			port := 17600
 			for _, tc := range []struct {
 				d    PrivateDaemon
 				node int
 			}{{OVNController, 2}, {OVNController, 1}, {OVNNorthd, 0}, {OVNNorthbound, 0}, {OVNSouthbound, 0}, {Vswitchd, 2}, {Vswitchd, 1}} {
+				// Read before each restart: a fresh ovn-underlay lab may
+				// still be adding a few flows (300, then 304 here).
+				flows := map[string]int{"node1": ofFlowCount(t, l, "node1"), "node2": ofFlowCount(t, l, "node2")}
 				old := daemonOf(t, l, tc.d, tc.node)
 				oldArgs, _, err := procArgs(old.PID)
 				if err != nil {
@@ -48,7 +51,7 @@ func TestPrivOVNRestart(t *testing.T) {
 				// Back is checked first: every later check takes time the
 				// lab could use to catch up.
 				for node, want := range flows {
-					if n := ofFlowCount(t, l, node); n != want {
+					if n := ofFlowCount(t, l, node); n < want {
 						t.Errorf("%s %d: %s holds %d OpenFlow flows when the restart is over, %d before", tc.d, tc.node, node, n, want)
 					}
 				}
