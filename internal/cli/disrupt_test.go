@@ -14,10 +14,15 @@ func TestDisruptUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("name: x\nevents: [{kind: kube-proxy-resync}]\narms: [{name: a, topology: veth}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ovn := filepath.Join(dir, "ovn.yaml")
+	if err := os.WriteFile(ovn, []byte("name: x\nevents: [{kind: ovn-sb-restart}]\narms: [{name: a, topology: veth}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wantUsageErrors(t, []usageCase{
 		{[]string{"disrupt", "run"}, "needs one disruption experiment"},
 		{[]string{"disrupt", "run", "no-such-experiment"}, "blackhole-resolution"},
 		{[]string{"disrupt", "run", bad}, "needs knobs {proxy"},
+		{[]string{"disrupt", "run", ovn}, "needs preset ovn-overlay or ovn-underlay"},
 		{[]string{"disrupt", "report", filepath.Join(dir, "none.json")}, "disrupt report"},
 		{[]string{"disrupt", "report", bad, "--format", "pdf"}, "--format"},
 	})

@@ -1,13 +1,21 @@
 package disrupt
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
@@ -292,6 +300,191 @@ arms: [{name: ovs, topology: ovs-netdev-geneve}]
 	if last.OK == 0 || last.Timeouts > 0 {
 		t.Errorf("after the restarts the probe is not answered: %+v", last)
 	}
+}
+
+// Every OVN daemon the lab runs, restarted under a steady probe on both
+// presets: each event is marked from its kill to the lab serving again,
+// with the new daemon's CPU; every node's rules and links are as before;
+// the probe recovers after each. The datapath does not need ovn-northd or
+// the databases (ovn-controller keeps its switch's flows while they are
+// away): those restarts lose nothing. A vswitchd restart stops the node's
+// forwarding: a gap.
+func TestPrivOVNRestarts(t *testing.T) {
+	testns.HostWide(t)
+	testns.NeedRoot(t)
+	t.Setenv("CNIBENCH_STATE_DIR", t.TempDir())
+	s := mustSpec(t, `
+name: r
+probes: [{kind: udp-rr, rate: 500}]
+settle: 500ms
+spacing: 3s
+events: [{kind: ovn-controller-restart}, {kind: ovn-northd-restart}, {kind: ovn-nb-restart}, {kind: ovn-sb-restart}, {kind: vswitchd-restart}]
+arms: [{name: overlay, topology: ovn-overlay}, {name: underlay, topology: ovn-underlay}]
+`)
+	res, err := Run(context.Background(), s, Options{})
+	noLeftovers(t, res)
+	if err != nil {
+		if strings.Contains(err.Error(), "not supported") {
+			t.Skipf("OVN not usable here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	for _, a := range res.Arms {
+		if !a.Restored {
+			t.Errorf("%s: not restored", a.Name)
+		}
+		tl := a.Timelines[0]
+		if len(tl.Events) != len(s.Events) {
+			t.Fatalf("%s: %d events, want %d", a.Name, len(tl.Events), len(s.Events))
+		}
+		for _, e := range tl.Events {
+			lost := e.Failed + e.Timeouts
+			t.Logf("%s %s: kill to back %.1f ms, agent CPU %v ms, gap %.1f ms, lost %d, recover %v; %s", a.Name, e.Kind, e.ChangeDurationMs, deref(e.AgentCPUMs), e.LongestGapMs, lost, deref(e.RecoverMs), e.Detail)
+			if e.AgentCPUMs == nil || *e.AgentCPUMs <= 0 || e.ChangeDurationMs <= 0 || !strings.Contains(e.Detail, "serving again at") {
+				t.Errorf("%s %s: CPU %v, kill to back %.1f ms, detail %q", a.Name, e.Kind, deref(e.AgentCPUMs), e.ChangeDurationMs, e.Detail)
+			}
+			if e.RecoverMs == nil {
+				t.Errorf("%s %s: the probe never recovered: %s", a.Name, e.Kind, e.RecoverReason)
+			}
+			switch EventKind(e.Kind) {
+			case OVNNorthdRestart, OVNNBRestart, OVNSBRestart:
+				if lost > 0 {
+					t.Errorf("%s %s: %d requests lost; the datapath does not need it", a.Name, e.Kind, lost)
+				}
+			case VswitchdRestart:
+				if e.LongestGapMs == 0 {
+					t.Errorf("%s %s: no gap while the node's only forwarder was down", a.Name, e.Kind)
+				}
+			}
+		}
+		last := tl.Buckets[len(tl.Buckets)-1]
+		if last.OK == 0 || last.Timeouts > 0 {
+			t.Errorf("%s: after the restarts the probe is not answered: %+v", a.Name, last)
+		}
+	}
+}
+
+// A run killed (SIGKILL) while it restarts OVN daemons leaves only what
+// `cnibench lab clean --id` removes: afterwards no daemon, namespace, run
+// directory or lab state of it is left. The kill lands inside a restart
+// (the daemon down, or started but the lab not serving yet) or at a
+// random instant.
+func TestPrivOVNRestartKilledRunCleaned(t *testing.T) {
+	testns.HostWide(t)
+	testns.NeedRoot(t)
+	bin := testns.Binary(t)
+	// A short state root: the daemons' sockets live under it (108 bytes).
+	root, err := os.MkdirTemp("", "cnbk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	file := filepath.Join(root, "r.yaml")
+	if err := os.WriteFile(file, []byte(`
+name: k
+probes: [{kind: udp-rr, rate: 200}]
+settle: 200ms
+spacing: 1200ms
+repeats: 2
+events: [{kind: ovn-controller-restart}, {kind: vswitchd-restart}]
+arms: [{name: a, topology: ovn-overlay}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CNIBENCH_STATE_DIR="+root)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	for i := 0; i < 3; i++ {
+		cmd := exec.Command(bin, "disrupt", "run", file)
+		cmd.Env = env
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The journal is written once the lab is up, before the first event.
+		var id string
+		for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			ents, _ := os.ReadDir(filepath.Join(root, "disrupt"))
+			for _, e := range ents {
+				if v, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), "cnb-"), ".jsonl"); ok {
+					id = v
+				}
+			}
+		}
+		// Killed while node2's vswitchd is down (its pid file gone with
+		// it, the new one not started), while the new one runs but the
+		// lab does not serve yet, or at a random instant.
+		when := []string{"daemon down", "daemon started", "random"}[i]
+		pidfile := filepath.Join(root, "ovs", "cnb-"+id+"-node2", "ovs-vswitchd.pid")
+		first, _ := os.ReadFile(pidfile)
+		t0 := time.Now()
+		for deadline := t0.Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+			b, err := os.ReadFile(pidfile)
+			if (when == "daemon down" && err != nil) || (when == "daemon started" && err == nil && len(b) > 0 && !bytes.Equal(b, first)) {
+				break
+			}
+			if when == "random" {
+				time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(4*time.Second))))
+				break
+			}
+		}
+		wait := time.Since(t0)
+		_ = cmd.Process.Signal(unix.SIGKILL)
+		_ = cmd.Wait()
+		if id == "" {
+			t.Fatalf("the run never wrote its journal: %s", out.String())
+		}
+		clean := exec.Command(bin, "lab", "clean", "--id", id)
+		clean.Env = env
+		co, err := clean.CombinedOutput()
+		if err != nil {
+			t.Fatalf("lab clean --id %s: %v\n%s", id, err, co)
+		}
+		t.Logf("killed (%s) %v after the journal: lab clean: %s", when, wait, strings.Join(strings.Fields(string(co)), " "))
+		var left []string
+		nss, _ := netns.List("cnb-" + id + "-")
+		left = append(left, nss...)
+		if ents, _ := os.ReadDir(filepath.Join(root, "ovs")); len(ents) > 0 {
+			left = append(left, fmt.Sprintf("%d run directories", len(ents)))
+		}
+		// The lab's state and the journal of its settings (the journal
+		// directory itself, with its lock, stays).
+		states, _ := filepath.Glob(filepath.Join(root, "labs", "*.json"))
+		left = append(left, states...)
+		if ents, _ := os.ReadDir(filepath.Join(root, "labs", "journal")); len(ents) > 0 {
+			for _, e := range ents {
+				if e.Name() != ".lock" {
+					left = append(left, "settings journal "+e.Name())
+				}
+			}
+		}
+		if pids := mentioning(filepath.Join(root, "ovs")); len(pids) > 0 {
+			left = append(left, fmt.Sprintf("processes %v", pids))
+		}
+		if len(left) > 0 {
+			t.Errorf("killed (%s) after %v, then cleaned: left %v", when, wait, left)
+		}
+		// The journal stays: it names what the killed run had changed,
+		// all of it inside the namespaces just removed.
+		os.RemoveAll(filepath.Join(root, "disrupt"))
+	}
+}
+
+// mentioning lists the processes whose command line contains s.
+func mentioning(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // A probe has no length of its own: it runs until stopped, every request

@@ -37,22 +37,55 @@ const (
 	// PolicyReplace replaces the server pod's policy set (policies=N).
 	PolicyReplace EventKind = "policy-replace"
 	// VswitchdRestart restarts a node's private ovs-vswitchd
-	// (ovs-netdev-geneve): the datapath agent's restart.
+	// (ovs-netdev-geneve, the OVN presets): the datapath agent's restart.
 	VswitchdRestart EventKind = "vswitchd-restart"
+	// OVNControllerRestart restarts a node's ovn-controller (OVN presets).
+	OVNControllerRestart EventKind = "ovn-controller-restart"
+	// OVNNorthdRestart restarts ovn-northd (OVN presets).
+	OVNNorthdRestart EventKind = "ovn-northd-restart"
+	// OVNNBRestart restarts the northbound database's ovsdb-server.
+	OVNNBRestart EventKind = "ovn-nb-restart"
+	// OVNSBRestart restarts the southbound database's ovsdb-server.
+	OVNSBRestart EventKind = "ovn-sb-restart"
 )
 
 // EventKinds lists the event sources, for help and errors.
-var EventKinds = []EventKind{Blackhole, ProxyResync, EndpointChange, PolicyReplace, VswitchdRestart}
+var EventKinds = []EventKind{Blackhole, ProxyResync, EndpointChange, PolicyReplace,
+	VswitchdRestart, OVNControllerRestart, OVNNorthdRestart, OVNNBRestart, OVNSBRestart}
+
+// restarts maps each restart event to the lab daemon it restarts.
+var restarts = map[EventKind]lab.PrivateDaemon{
+	VswitchdRestart:      lab.Vswitchd,
+	OVNControllerRestart: lab.OVNController,
+	OVNNorthdRestart:     lab.OVNNorthd,
+	OVNNBRestart:         lab.OVNNorthbound,
+	OVNSBRestart:         lab.OVNSouthbound,
+}
 
 // Source is an event source bound to a lab.
 type Source interface {
 	// Netns lists the namespaces whose rules Fire changes: journaled
 	// before, checked byte for byte after the undo.
 	Netns() []string
-	// Fire makes the change. It returns the agent's work, and undo when
-	// the change stays until undone (nil when Fire left nothing changed:
-	// a resync that rewrote the same rules, a blackhole already lifted).
-	Fire(ctx context.Context) (work *time.Duration, reason string, undo func(context.Context) (*time.Duration, error), err error)
+	// Fire makes the change. It returns what it did, and undo when the
+	// change stays until undone (nil when Fire left nothing changed: a
+	// resync that rewrote the same rules, a blackhole already lifted, a
+	// daemon started again).
+	Fire(ctx context.Context) (Fired, func(context.Context) (*time.Duration, error), error)
+}
+
+// Fired is one change as its source saw it.
+type Fired struct {
+	// CPU is the agent's work; nil with CPUReason when there is none.
+	CPU       *time.Duration
+	CPUReason string
+	// Start and End are the change's own instants where the source knows
+	// them (a restart: the kill, and the lab serving again); zero: the
+	// instants around Fire.
+	Start, End time.Time
+	// Detail adds to the event's description what happened (a restart's
+	// phases).
+	Detail string
 }
 
 // blackhole is the Blackhole source.
@@ -64,24 +97,24 @@ type blackhole struct {
 
 func (b *blackhole) Netns() []string { return []string{b.ns} }
 
-func (b *blackhole) Fire(ctx context.Context) (*time.Duration, string, func(context.Context) (*time.Duration, error), error) {
+func (b *blackhole) Fire(ctx context.Context) (Fired, func(context.Context) (*time.Duration, error), error) {
 	undo := func(context.Context) (*time.Duration, error) { return nil, b.lift() }
 	if err := b.drop(); err != nil {
 		// The batch is atomic, but a failure after the kernel took it
 		// (a lost acknowledgement) is still undone.
-		return nil, "", undo, err
+		return Fired{}, undo, err
 	}
 	tm := time.NewTimer(b.dur)
 	defer tm.Stop()
 	select {
 	case <-tm.C:
 	case <-ctx.Done():
-		return nil, "", undo, ctx.Err()
+		return Fired{}, undo, ctx.Err()
 	}
 	if err := b.lift(); err != nil {
-		return nil, "", undo, err
+		return Fired{}, undo, err
 	}
-	return nil, "a blackhole is a rule of the kernel's; no agent does work during it", nil, nil
+	return Fired{CPUReason: "a blackhole is a rule of the kernel's; no agent does work during it"}, nil, nil
 }
 
 // drop adds table cnb-<id>-blackhole with `prerouting priority raw; drop`.
@@ -140,7 +173,7 @@ type agentSource struct {
 
 func (a *agentSource) Netns() []string { return a.netns }
 
-func (a *agentSource) Fire(ctx context.Context) (*time.Duration, string, func(context.Context) (*time.Duration, error), error) {
+func (a *agentSource) Fire(ctx context.Context) (Fired, func(context.Context) (*time.Duration, error), error) {
 	w, err := a.fire(ctx)
 	var undo func(context.Context) (*time.Duration, error)
 	if a.undo != nil {
@@ -149,7 +182,30 @@ func (a *agentSource) Fire(ctx context.Context) (*time.Duration, string, func(co
 			return &w.CPU, err
 		}
 	}
-	return &w.CPU, "", undo, err
+	return Fired{CPU: &w.CPU}, undo, err
+}
+
+// restartSource restarts one of the lab's private daemons. It has no
+// undo: the daemon started again is the lab as it was, which the
+// journal's check at the end of the arm confirms.
+type restartSource struct {
+	l      *lab.Lab
+	daemon lab.PrivateDaemon
+	node   int
+	netns  []string
+}
+
+func (r *restartSource) Netns() []string { return r.netns }
+
+func (r *restartSource) Fire(ctx context.Context) (Fired, func(context.Context) (*time.Duration, error), error) {
+	rs, err := r.l.Restart(ctx, r.daemon, r.node)
+	if err != nil {
+		return Fired{Start: rs.Killed}, nil, err
+	}
+	since := func(t time.Time) float64 { return float64(t.Sub(rs.Killed).Microseconds()) / 1e3 }
+	return Fired{CPU: &rs.CPU, Start: rs.Killed, End: rs.Back,
+		Detail: fmt.Sprintf("SIGTERM at 0; old pid gone at %.1f ms, new pid %d started at %.1f ms, serving again at %.1f ms",
+			since(rs.Exited), rs.Daemon.PID, since(rs.Started), since(rs.Back))}, nil, nil
 }
 
 // NewSource binds an event to a running lab.
@@ -173,14 +229,16 @@ func NewSource(l *lab.Lab, ev EventSpec, id string) (Source, error) {
 		}, nil
 	case PolicyReplace:
 		return &agentSource{netns: l.NodeNetns(), fire: l.PolicyReplace}, nil
-	case VswitchdRestart:
-		node := ev.Node
-		nodes := l.NodeNetns()
-		if node < 1 || node > len(nodes) {
-			return nil, fmt.Errorf("event vswitchd-restart: node %d: want 1 to %d", node, len(nodes))
+	case VswitchdRestart, OVNControllerRestart, OVNNorthdRestart, OVNNBRestart, OVNSBRestart:
+		d := restarts[ev.Kind]
+		if err := lab.CheckRestart(l.Spec, d, ev.Node); err != nil {
+			return nil, fmt.Errorf("event %s: %w", ev.Kind, err)
 		}
-		return &agentSource{netns: nodes[node-1 : node],
-			fire: func(ctx context.Context) (lab.AgentWork, error) { return l.RestartVswitchd(ctx, node) }}, nil
+		ns := l.DaemonNetns()
+		if d.PerNode() {
+			ns = l.NodeNetns()[ev.Node-1]
+		}
+		return &restartSource{l: l, daemon: d, node: ev.Node, netns: []string{ns}}, nil
 	}
 	return nil, fmt.Errorf("event %q: want one of %v", ev.Kind, EventKinds)
 }

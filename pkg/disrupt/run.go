@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,16 +202,24 @@ func runArm(ctx context.Context, s *Spec, a *ArmSpec, o Options) (_ *ArmResult, 
 			if !waitUntil(ctx, t0.Add(sl.at)) {
 				return ctx.Err()
 			}
-			start := time.Since(t0)
-			cpu, reason, undo, err := sl.src.Fire(ctx)
-			end := time.Since(t0)
+			t1 := time.Now()
+			f, undo, err := sl.src.Fire(ctx)
+			t2 := time.Now()
 			pending = undo
 			if err != nil {
 				return fmt.Errorf("event %d (%s): %w", k, sl.ev.Kind, err)
 			}
-			m := Mark{Kind: string(sl.ev.Kind), Start: start, End: end, AgentCPU: cpu, AgentCPUReason: reason, Detail: detail(sl.ev)}
+			if !f.Start.IsZero() {
+				t1 = f.Start
+			}
+			if !f.End.IsZero() {
+				t2 = f.End
+			}
+			start, end, cpu := t1.Sub(t0), t2.Sub(t0), f.CPU
+			m := Mark{Kind: string(sl.ev.Kind), Start: start, End: end, AgentCPU: cpu, AgentCPUReason: f.CPUReason,
+				Detail: joinDetail(detail(sl.ev), f.Detail)}
 			if late := start - sl.at; late > 50*time.Millisecond {
-				m.Detail = strings.TrimPrefix(m.Detail+fmt.Sprintf("; fired %s after its slot: the event before took longer than the spacing", late.Round(time.Millisecond)), "; ")
+				m.Detail = joinDetail(m.Detail, fmt.Sprintf("fired %s after its slot: the event before took longer than the spacing", late.Round(time.Millisecond)))
 			}
 			inProc += inProcess(l, sl.ev.Kind, cpu)
 			marks = append(marks, m)
@@ -297,10 +306,19 @@ func detail(ev EventSpec) string {
 		return fmt.Sprintf("drop all IPv4 into the server for %s", time.Duration(ev.Duration))
 	case EndpointChange:
 		return fmt.Sprintf("Service %d's endpoint moved", ev.Service)
-	case VswitchdRestart:
-		return fmt.Sprintf("node%d's ovs-vswitchd restarted; its CPU is the new daemon's run time until the restart is done (schedstat)", ev.Node)
+	case VswitchdRestart, OVNControllerRestart, OVNNorthdRestart, OVNNBRestart, OVNSBRestart:
+		where := "the central"
+		if d := restarts[ev.Kind]; d.PerNode() {
+			where = fmt.Sprintf("node%d's", ev.Node)
+		}
+		return fmt.Sprintf("%s %s restarted; its CPU is the new daemon's run time until the lab serves again (schedstat)", where, restarts[ev.Kind])
 	}
 	return ""
+}
+
+// joinDetail joins the non-empty parts of an event's detail.
+func joinDetail(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "; ")
 }
 
 // readInt reads a number from a /proc file; nil when it cannot.

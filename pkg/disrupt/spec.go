@@ -76,8 +76,8 @@ type EventSpec struct {
 	// Service is ServiceYAML read: -1 for the middle one, chosen once the
 	// arm's N is known.
 	Service int `yaml:"-"`
-	// Node is the node whose agent a vswitchd-restart restarts (1 or 2;
-	// default 2, the server's).
+	// Node is the node whose daemon a vswitchd-restart or an
+	// ovn-controller-restart restarts (1 or 2; default 2, the server's).
 	Node int `yaml:"node"`
 }
 
@@ -165,7 +165,7 @@ func Parse(data []byte) (*Spec, error) {
 		}
 	}
 	for i := range s.Events {
-		if s.Events[i].Kind == VswitchdRestart && s.Events[i].Node == 0 {
+		if d, ok := restarts[s.Events[i].Kind]; ok && d.PerNode() && s.Events[i].Node == 0 {
 			s.Events[i].Node = 2
 		}
 		s.Events[i].Service = -1
@@ -268,12 +268,9 @@ func (s *Spec) Check() error {
 				if e.Kind == EndpointChange && ls.Endpoints > 1 {
 					return fmt.Errorf("arms[%d] (%s): events[%d] endpoint-change needs endpoints=1", i, a.Name, k)
 				}
-			case VswitchdRestart:
-				if ls.Topology != lab.TopoOVSNetdevGeneve {
-					return fmt.Errorf("arms[%d] (%s): events[%d] vswitchd-restart needs topology ovs-netdev-geneve (its nodes run private OVS daemons; ovs-netdev's is the host's, shared)", i, a.Name, k)
-				}
-				if e.Node < 1 || e.Node > 2 {
-					return fmt.Errorf("events[%d].node %d: want 1 or 2", k, e.Node)
+			case VswitchdRestart, OVNControllerRestart, OVNNorthdRestart, OVNNBRestart, OVNSBRestart:
+				if err := lab.CheckRestart(ls, restarts[e.Kind], e.Node); err != nil {
+					return fmt.Errorf("arms[%d] (%s): events[%d] %s: %v", i, a.Name, k, e.Kind, err)
 				}
 			case PolicyReplace:
 				if ls.Policies < 1 {

@@ -12,7 +12,7 @@ import (
 // Every ready experiment parses and passes its check.
 func TestReadyExperimentsCheck(t *testing.T) {
 	names := Ready()
-	for _, want := range []string{"blackhole-resolution", "kube-proxy-resync", "endpoint-change", "policy-replace", "probe-overhead"} {
+	for _, want := range []string{"blackhole-resolution", "kube-proxy-resync", "endpoint-change", "policy-replace", "probe-overhead", "ovn-restart"} {
 		if !strings.Contains(strings.Join(names, " "), want) {
 			t.Errorf("ready experiment %s missing (have %v)", want, names)
 		}
@@ -40,6 +40,14 @@ func TestSpecRefusals(t *testing.T) {
 		{base + "baseline: zz\n", `baseline "zz"`},
 		{"name: x\nevents: [{kind: blackhole, duration: 100ms}]\narms: [{name: a, topology: warp}]\n", "warp"},
 		{"name: x\nevents: [{kind: blackhole, duration: 100ms}]\narms: [{name: a, topology: veth, server: service}]\n", "needs knobs {services"},
+		// A restart on a preset that does not run the daemon names the
+		// presets that do.
+		{"name: x\nevents: [{kind: ovn-controller-restart}]\narms: [{name: a, topology: veth}]\n", "needs preset ovn-overlay or ovn-underlay"},
+		{"name: x\nevents: [{kind: ovn-sb-restart}]\narms: [{name: a, topology: ovs-netdev-geneve}]\n", "needs preset ovn-overlay or ovn-underlay"},
+		{"name: x\nevents: [{kind: vswitchd-restart}]\narms: [{name: a, topology: ovs-netdev}]\n", "needs preset ovs-netdev-geneve or ovn-overlay or ovn-underlay"},
+		{"name: x\nevents: [{kind: vswitchd-restart}]\narms: [{name: a, topology: ovn-overlay, knobs: {dpdk: \"on\"}}]\n", "without dpdk=on"},
+		{"name: x\nevents: [{kind: ovn-controller-restart, node: 3}]\narms: [{name: a, topology: ovn-overlay}]\n", "want node 1 to 2"},
+		{"name: x\nevents: [{kind: ovn-northd-restart, node: 1}]\narms: [{name: a, topology: ovn-overlay}]\n", "give no node"},
 	} {
 		dir := t.TempDir()
 		f := filepath.Join(dir, "x.yaml")
@@ -60,6 +68,12 @@ func TestSpecRefusals(t *testing.T) {
 		if err != nil || s.Check() != nil || s.Events[0].Service != want {
 			t.Errorf("%q: service %d (%v), want %d", text, s.Events[0].Service, err, want)
 		}
+	}
+	// A node daemon's restart defaults to node 2 (the server's); a
+	// central one's has none.
+	s, err := Parse([]byte("name: x\nevents: [{kind: ovn-controller-restart}, {kind: ovn-nb-restart}]\narms: [{name: a, topology: ovn-underlay}]\n"))
+	if err != nil || s.Check() != nil || s.Events[0].Node != 2 || s.Events[1].Node != 0 {
+		t.Errorf("restart nodes: %+v (%v), want 2 and 0", s.Events, err)
 	}
 	if _, err := Load("no-such"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "blackhole-resolution") {
 		t.Errorf("unknown ready name: %v (want the ready ones listed)", err)

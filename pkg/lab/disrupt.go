@@ -6,17 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibench/cnibench/pkg/netns"
@@ -41,6 +37,15 @@ type AgentWork struct {
 
 // NodeNetns lists the lab's node namespaces, node1 first.
 func (l *Lab) NodeNetns() []string { return makeLayout(l.Spec, l.ID).nodeNS }
+
+// DaemonNetns is the namespace of the lab's central daemons (an OVN
+// preset's databases and ovn-northd); "" when it has none.
+func (l *Lab) DaemonNetns() string {
+	if lo := makeLayout(l.Spec, l.ID); len(lo.daemonNS) > 0 {
+		return lo.daemonNS[0]
+	}
+	return ""
+}
 
 // proxyPorts regenerates the lab's Services as applyProxy wrote them.
 func (l *Lab) proxyPorts() ([]svcPort, *layout, error) {
@@ -298,114 +303,4 @@ func addNFTService(c *nftables.Conn, t *nftables.Table, mark *nftables.Chain, p 
 		c.FlushChain(sc)
 	}
 	writeNFTService(c, t, mark, sc, p)
-}
-
-// RestartVswitchd restarts node's private ovs-vswitchd (ovs-netdev-geneve,
-// node 1 or 2): SIGTERM, wait for it to exit, start it again with the
-// same arguments, then give the physical bridge's internal port — a tap
-// the old daemon owned, gone with it — the node's underlay address back,
-// as the node's network configuration would. ovsdb-server keeps running,
-// so the switch's configuration is the same. The work is the new daemon's
-// CPU from its start to the end of the restart. Only private daemons are
-// restarted: ovs-netdev's vswitchd is the host's, shared with whatever
-// else uses Open vSwitch on this machine.
-func (l *Lab) RestartVswitchd(ctx context.Context, node int) (AgentWork, error) {
-	if l.Spec == nil || l.Spec.Topology != TopoOVSNetdevGeneve {
-		return AgentWork{}, fmt.Errorf("lab %s: vswitchd restart: %w (only ovs-netdev-geneve runs private OVS daemons; ovs-netdev's is the host's)", l.Name, ErrNoRules)
-	}
-	lo := makeLayout(l.Spec, l.ID)
-	if node < 1 || node > len(lo.nodeNS) {
-		return AgentWork{}, fmt.Errorf("lab %s: vswitchd restart of node %d: %w (want 1 to %d)", l.Name, node, ErrInvalid, len(lo.nodeNS))
-	}
-	o := privOVS{ns: lo.nodeNS[node-1], dir: filepath.Join(privOVSRoot, lo.nodeNS[node-1])}
-	pidfile := filepath.Join(o.dir, "ovs-vswitchd.pid")
-	old, err := readPid(pidfile)
-	if err != nil {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: %w", err)
-	}
-	if err := unix.Kill(old, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: stop pid %d: %w", old, err)
-	}
-	for i := 0; i < 1000 && procAlive(old); i++ {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if procAlive(old) {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: pid %d still running 2 s after SIGTERM", old)
-	}
-	if _, err := run(ctx, o.ns, o.env(), "ovs-vswitchd", o.sock(),
-		"--pidfile="+pidfile, "--detach", "--no-chdir",
-		"--log-file="+filepath.Join(o.dir, "ovs-vswitchd.log")); err != nil {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: start: %w", err)
-	}
-	h, err := netns.Handle(o.ns)
-	if err != nil {
-		return AgentWork{}, err
-	}
-	defer h.Close()
-	phy := mustIf(l.ID, fmt.Sprintf("x%d", node))
-	var tap netlink.Link
-	for i := 0; i < 1000; i++ { // vswitchd creates the tap asynchronously
-		if tap, err = h.LinkByName(phy); err == nil {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if err != nil {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: bridge port %s did not come back: %w", phy, err)
-	}
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(node), Mask: net.CIDRMask(underlayPrefix, 32)}}
-	if err := h.AddrReplace(tap, addr); err != nil {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: underlay address on %s: %w", phy, err)
-	}
-	if err := h.LinkSetMTU(tap, lo.underMTU); err != nil {
-		return AgentWork{}, err
-	}
-	if err := h.LinkSetUp(tap); err != nil {
-		return AgentWork{}, err
-	}
-	pid, err := readPid(pidfile)
-	if err != nil {
-		return AgentWork{}, fmt.Errorf("vswitchd restart: %w", err)
-	}
-	cpu, err := procCPU(pid)
-	return AgentWork{CPU: cpu}, err
-}
-
-// procCPU is the time a process's threads have run, from each thread's
-// /proc/<pid>/task/<tid>/schedstat (nanoseconds; /proc/<pid>/stat counts
-// in 10 ms ticks, too coarse for a daemon's start).
-func procCPU(pid int) (time.Duration, error) {
-	tids, err := procIDs(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return 0, err
-	}
-	var sum time.Duration
-	for _, tid := range tids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
-		if err != nil {
-			continue // the thread ended
-		}
-		f := strings.Fields(string(b))
-		if len(f) < 1 {
-			return 0, fmt.Errorf("/proc/%d/task/%d/schedstat: empty", pid, tid)
-		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/task/%d/schedstat: %q", pid, tid, f[0])
-		}
-		sum += time.Duration(ns)
-	}
-	return sum, nil
-}
-
-func readPid(pidfile string) (int, error) {
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("pid file %s: %q is not a pid", pidfile, strings.TrimSpace(string(b)))
-	}
-	return pid, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,9 +199,7 @@ type ovnLab struct {
 	mu sync.Mutex
 }
 
-func (o *ovnLab) nb() ovsdb.DB {
-	return ovsdb.DB{Socket: filepath.Join(o.central.dir, "nb.sock"), Name: "OVN_Northbound"}
-}
+func (o *ovnLab) nb() ovsdb.DB { return ovnNB(o.central.dir) }
 
 func (o *ovnLab) sb() ovsdb.DB {
 	return ovsdb.DB{Socket: filepath.Join(o.central.dir, "sb.sock"), Name: "OVN_Southbound"}
@@ -293,7 +290,7 @@ func (b *builder) buildOVN(ctx context.Context) error {
 	// are in its switch), every chassis caught up with the northbound
 	// database, and a packet across the nodes answered.
 	wait := ovnReadyTimeout(b.s)
-	err := b.watchDaemons(ctx, func(ctx context.Context) error {
+	err := b.l.watchDaemons(ctx, func(ctx context.Context) error {
 		var chassis []ovsdb.Op
 		for _, ns := range b.lo.nodeNS {
 			chassis = append(chassis, ovsdb.Wait("Chassis", []any{ovsdb.Cond("name", "==", ns)}, wait))
@@ -338,7 +335,7 @@ func ovnReadyTimeout(s *Spec) time.Duration {
 // watchDaemons runs fn while checking every 20 ms that the lab's daemons
 // still run: one that exits ends fn (its context is cancelled) and is the
 // error, instead of a wait running out its time.
-func (b *builder) watchDaemons(ctx context.Context, fn func(ctx context.Context) error) error {
+func (l *Lab) watchDaemons(ctx context.Context, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -353,7 +350,7 @@ func (b *builder) watchDaemons(ctx context.Context, fn func(ctx context.Context)
 			case <-done:
 				return
 			case <-tick.C:
-				if err := b.l.Health(); err != nil {
+				if err := l.Health(); err != nil {
 					cancel(err)
 					return
 				}
@@ -369,7 +366,7 @@ func (b *builder) watchDaemons(ctx context.Context, fn func(ctx context.Context)
 	}
 	if err == nil {
 		// Between the last tick and the end of fn.
-		return b.l.Health()
+		return l.Health()
 	}
 	return err
 }
@@ -607,19 +604,8 @@ func (o *ovnLab) startNode(ctx context.Context, n int) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if err := h.AddrAdd(tap, &netlink.Addr{IPNet: &net.IPNet{IP: nodeIP(n + 1), Mask: net.CIDRMask(underlayPrefix, 32)}}); err != nil {
-		return fmt.Errorf("%s: underlay address: %w", where, err)
-	}
-	if err := h.LinkSetMTU(tap, b.lo.underMTU); err != nil {
-		return fmt.Errorf("%s: underlay MTU: %w", where, err)
-	}
-	// No IPv6 link-local address: nothing but the lab's traffic on the
-	// underlay.
-	if err := h.LinkSetIP6AddrGenMode(tap, addrGenModeNone); err != nil {
-		return fmt.Errorf("%s: ipv6 addrgenmode none: %w", where, err)
-	}
-	if err := h.LinkSetUp(tap); err != nil {
-		return fmt.Errorf("%s: underlay up: %w", where, err)
+	if err := underlayPort(h, tap, n+1, b.lo.underMTU, true); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	// An ovn-controller that finds no OpenFlow socket waits a whole
 	// second before it tries again (rconn's back-off).

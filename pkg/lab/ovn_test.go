@@ -136,13 +136,13 @@ func TestWatchDaemons(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b := &builder{l: &Lab{Daemons: []Daemon{{Name: "ovn-controller", Where: "node1", PID: cmd.Process.Pid, Dir: dir, Log: dir + "/x.log"}}}}
-	if err := b.l.Health(); err != nil {
+	l := &Lab{Daemons: []Daemon{{Name: "ovn-controller", Where: "node1", PID: cmd.Process.Pid, Dir: dir, Log: dir + "/x.log"}}}
+	if err := l.Health(); err != nil {
 		t.Fatalf("alive: %v", err)
 	}
 	time.AfterFunc(50*time.Millisecond, func() { _ = cmd.Process.Kill() })
 	start := time.Now()
-	err := b.watchDaemons(context.Background(), func(ctx context.Context) error {
+	err := l.watchDaemons(context.Background(), func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -157,7 +157,7 @@ func TestWatchDaemons(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("noticed after %v", d)
 	}
-	if err := b.watchDaemons(context.Background(), func(context.Context) error { return nil }); err == nil {
+	if err := l.watchDaemons(context.Background(), func(context.Context) error { return nil }); err == nil {
 		t.Error("a dead daemon is not reported by a wait that finished")
 	}
 }
