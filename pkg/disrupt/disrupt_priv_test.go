@@ -461,11 +461,16 @@ arms: [{name: a, topology: ovn-overlay}]
 		if pids := mentioning(filepath.Join(root, "ovs")); len(pids) > 0 {
 			left = append(left, fmt.Sprintf("processes %v", pids))
 		}
+		// The run's disrupt journal goes too: what it names was all
+		// inside the namespaces just removed.
+		if ents, _ := os.ReadDir(filepath.Join(root, "disrupt")); len(ents) > 0 {
+			for _, e := range ents {
+				left = append(left, "disrupt journal "+e.Name())
+			}
+		}
 		if len(left) > 0 {
 			t.Errorf("killed (%s) after %v, then cleaned: left %v", when, wait, left)
 		}
-		// The journal stays: it names what the killed run had changed,
-		// all of it inside the namespaces just removed.
 		os.RemoveAll(filepath.Join(root, "disrupt"))
 	}
 }

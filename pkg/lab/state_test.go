@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,33 @@ func TestStateOfPreviousVersion(t *testing.T) {
 	vx, _ := Get("old-vxlan")
 	if got := vx.Spec.Notrack.String(); got != "10.244.0.0/16,10.96.0.0/12" || vx.Spec.Fastpath != FastpathEBPF {
 		t.Errorf("old-vxlan: notrack %s, fastpath %q", got, vx.Spec.Fastpath)
+	}
+}
+
+// TestCleanDisruptJournals: a killed `disrupt run`'s journal goes with its
+// run id's namespaces; a run id still present, another id and files that
+// are not journals stay.
+func TestCleanDisruptJournals(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"cnb-ab12.jsonl", "cnb-cd34.jsonl", "cnb-ef56.jsonl", "notes.txt", "cnb-ab12.json"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(id string) bool { return id == "ab12" || id == "ef56" }
+	removed := cleanDisruptJournals(dir, gone)
+	if want := []string{"disrupt journal cnb-ab12.jsonl", "disrupt journal cnb-ef56.jsonl"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	ents, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if want := []string{"cnb-ab12.json", "cnb-cd34.jsonl", "notes.txt"}; !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+	if got := cleanDisruptJournals(filepath.Join(dir, "absent"), gone); got != nil {
+		t.Errorf("a missing directory removed %q", got)
 	}
 }

@@ -293,7 +293,44 @@ func clean(ctx context.Context, match func(id string) bool, all bool) ([]string,
 		}
 	}
 	errs = append(errs, remaining(ours, failed)...)
+	left := map[string]bool{} // run ids with a namespace still there
+	if nss, err := netns.List(runid.Prefix); err == nil {
+		for _, ns := range nss {
+			if id, _, ok := runid.Parse(ns); ok {
+				left[id] = true
+			}
+		}
+	}
+	removed = append(removed, cleanDisruptJournals(disruptJournalDir(), func(id string) bool { return match(id) && !left[id] })...)
 	return removed, errors.Join(errs...)
+}
+
+// disruptJournalDir is where `cnibench disrupt run` keeps its journals
+// (pkg/disrupt), beside StateDir.
+func disruptJournalDir() string { return filepath.Join(filepath.Dir(StateDir), "disrupt") }
+
+// cleanDisruptJournals removes the journals (cnb-<id>.jsonl) a killed
+// `disrupt run` left, for the run ids gone matches: every change such a
+// journal records lives inside the run's lab namespaces, so once they are
+// gone it names nothing left to undo. A run id whose namespaces are still
+// there (their removal failed, or a live run) keeps its journal.
+func cleanDisruptJournals(dir string, gone func(id string) bool) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		n := e.Name()
+		id, ok := strings.CutSuffix(strings.TrimPrefix(n, runid.Prefix), ".jsonl")
+		if !ok || !strings.HasPrefix(n, runid.Prefix) || !runid.Valid(id) || !gone(id) {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, n)) == nil {
+			removed = append(removed, "disrupt journal "+n)
+		}
+	}
+	return removed
 }
 
 // remaining looks again, after the sweep, for what the sweep should have
