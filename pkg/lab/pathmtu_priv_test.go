@@ -86,6 +86,10 @@ func TestPrivProbePath(t *testing.T) {
 			if p.Verdict != c.verdict || !intIs(p.MTU, c.mtu) || !intIs(p.TCPMSS, c.mss) || p.Tunnel != c.tunnel {
 				t.Fatalf("got %s MTU %v MSS %v tunnel %q (%v), want %s %d MSS %d tunnel %q", p.Verdict, p.MTU, p.TCPMSS, p.Tunnel, p.Missing, c.verdict, c.mtu, c.mss, c.tunnel)
 			}
+			// Symmetric paths: the server's MSS option is the client's.
+			if !intIs(p.TCPAdvMSS, c.mss) {
+				t.Errorf("the client's SYN offered MSS %v, want %d", p.TCPAdvMSS, c.mss)
+			}
 			if got := p.Summary(); got != c.summary {
 				t.Errorf("summary %q, want %q", got, c.summary)
 			}

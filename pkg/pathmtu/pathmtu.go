@@ -228,9 +228,11 @@ func readMSS(ctx context.Context, ns string, target netip.AddrPort, p *result.Pa
 		p.SetMissing("tcp_mss", fmt.Sprintf("TCP connection to %s: %v", target, err))
 		return
 	}
-	mss := int(ti.Snd_mss)
+	// Both MSS figures the kernel keeps are net of the options every
+	// segment carries; the MSS on the wire (the SYN's option) is not.
+	opts := 0
 	if ti.Options&tcpiOptTimestamps != 0 {
-		mss += 12
+		opts = 12
 	}
-	p.TCPMSS, p.TCPSndMSS, p.TCPAdvMSS, p.TCPPMTU = ptr(mss), ptr(int(ti.Snd_mss)), ptr(int(ti.Advmss)), ptr(int(ti.Pmtu))
+	p.TCPMSS, p.TCPSndMSS, p.TCPAdvMSS, p.TCPPMTU = ptr(int(ti.Snd_mss)+opts), ptr(int(ti.Snd_mss)), ptr(int(ti.Advmss)+opts), ptr(int(ti.Pmtu))
 }

@@ -11,7 +11,11 @@ import (
 // and the TCP connection's figures.
 func WriteText(w io.Writer, p *result.PathMTU) error {
 	fmt.Fprintf(w, "path to %s: %s\n", p.Target, p.Summary())
-	took := fmt.Sprintf("%d probes in %.1f ms", p.Probes, p.Seconds*1000)
+	noun := "probes"
+	if p.Probes == 1 {
+		noun = "probe"
+	}
+	took := fmt.Sprintf("%d %s in %.1f ms", p.Probes, noun, p.Seconds*1000)
 	if p.KernelPMTU != nil {
 		took += fmt.Sprintf("; the kernel's path MTU for it now %d", *p.KernelPMTU)
 	}
@@ -35,7 +39,7 @@ func WriteText(w io.Writer, p *result.PathMTU) error {
 	if d := *p.TCPMSS - *p.TCPSndMSS; d > 0 {
 		opts = fmt.Sprintf(" + %d of TCP timestamps", d)
 	}
-	_, err := fmt.Fprintf(w, "  TCP: MSS %d = %d bytes of payload per segment%s; advertised %s; the connection's path MTU %s\n",
+	_, err := fmt.Fprintf(w, "  TCP: MSS %d (%d bytes of payload per segment%s); the client's SYN offered %s; the connection's path MTU %s\n",
 		*p.TCPMSS, *p.TCPSndMSS, opts, orDash(p.TCPAdvMSS), orDash(p.TCPPMTU))
 	return err
 }

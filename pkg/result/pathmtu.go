@@ -49,11 +49,14 @@ type PathMTU struct {
 	// long the search took.
 	Probes  int     `json:"probes"`
 	Seconds float64 `json:"seconds"`
-	// TCPMSS is the MSS TCP negotiated: tcpi_snd_mss plus the option bytes
-	// every segment carries (12 with timestamps), i.e. min(the peer's MSS,
-	// the path MTU − 40). TCPSndMSS is the payload of a full segment
-	// (tcpi_snd_mss), TCPAdvMSS the MSS the client advertised
-	// (tcpi_advmss), TCPPMTU the path MTU the connection used (tcpi_pmtu).
+	// TCPMSS is the MSS the connection negotiated, as the MSS option
+	// counts it: tcpi_snd_mss plus the option bytes every segment carries
+	// (12 with timestamps) = min(the server's MSS option, the path MTU
+	// − 40) — and, at a connection's start, at most half the server's
+	// first window, which only loopback's 64 KiB MTU reaches. TCPSndMSS is
+	// the payload of a full segment (tcpi_snd_mss), TCPAdvMSS the MSS
+	// option the client sent (tcpi_advmss plus the option bytes), TCPPMTU
+	// the path MTU the connection used (tcpi_pmtu).
 	TCPMSS    *int `json:"tcp_mss"`
 	TCPSndMSS *int `json:"tcp_snd_mss"`
 	TCPAdvMSS *int `json:"tcp_adv_mss"`
