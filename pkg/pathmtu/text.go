@@ -23,7 +23,11 @@ func WriteText(w io.Writer, p *result.PathMTU) error {
 	case p.MTU == nil:
 		fmt.Fprintf(w, "  no MTU: %s (%s)\n", p.Missing["mtu"], took)
 	case p.Verdict == result.PathOK:
-		fmt.Fprintf(w, "  ok: packets of the client's link MTU (%d) crossed; %s\n", *p.MTU, took)
+		largest := ""
+		if *p.MTU == maxPacket {
+			largest = ", the largest IPv4 packet"
+		}
+		fmt.Fprintf(w, "  ok: packets of the client's link MTU (%d%s) crossed; %s\n", *p.MTU, largest, took)
 	case p.Verdict == result.PathICMP:
 		fmt.Fprintf(w, "  limited by ICMP: a router answered larger packets with frag-needed (next hop MTU %s); %d crossed; link MTU %s; %s\n",
 			orDash(p.ICMPMTU), *p.MTU, orDash(p.LinkMTU), took)
