@@ -8,28 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/internal/enginetest"
 )
 
 // --path-mtu probes the path to the server before the tests and puts it in
 // every result, as a Kubernetes client pod's log then carries it.
 func TestRunProbesThePath(t *testing.T) {
-	s, err := engine.Listen(engine.ServerOptions{Listen: "127.0.0.1:0", Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Serve(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	_, port, _ := net.SplitHostPort(s.Addr())
-	p, err := Flags{Server: s.Addr(), Tests: "tcp_lat,udp_lat", Sizes: "1", Engine: "builtin", Parallel: 1,
+	addr := enginetest.Server(t)
+	_, port, _ := net.SplitHostPort(addr)
+	p, err := Flags{Server: addr, Tests: "tcp_lat,udp_lat", Sizes: "1", Engine: "builtin", Parallel: 1,
 		Duration: 100 * time.Millisecond, PathMTU: true, Version: "test"}.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	set, err := Run(ctx, p, nil, &log)
+	set, err := Run(context.Background(), p, nil, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
