@@ -56,6 +56,7 @@ through a reference tool (its server must be running on --server).`
 	fl.StringVar(&c.Token, "token", os.Getenv(engine.TokenEnv), "secret shared with the server (default $"+engine.TokenEnv+"; prefer the variable: a flag shows in ps)")
 	addProfileFlags(cmd, &c.Profile)
 	fl.StringVar(&c.ProfileDir, "profile-dir", "", "with --profile: also write each test's folded stacks to DIR/<test>-<size>.folded")
+	fl.BoolVar(&c.PathMTU, "path-mtu", false, "first probe the path to the server (its MTU with don't-fragment probes, TCP's MSS) and put it in every result; built-in engine only")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
 	// A pod's log merges stdout and stderr read from two pipes, so a
 	// progress line written just before the JSON can land inside it; k8s

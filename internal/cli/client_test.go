@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnibench/cnibench/pkg/engine"
+	"github.com/cnibench/cnibench/internal/enginetest"
 )
 
 func TestClientFlagErrors(t *testing.T) {
@@ -34,17 +34,10 @@ func TestClientFlagErrors(t *testing.T) {
 
 // --server HOST:PORT reaches the server on that port (loopback only).
 func TestClientServerHostPort(t *testing.T) {
-	s, err := engine.Listen(engine.ServerOptions{Listen: "127.0.0.1:0", Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Serve(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	addr := enginetest.Server(t)
 	var out bytes.Buffer
-	if err := Run(context.Background(), []string{"client", "--server", s.Addr(), "--duration", "200ms", "--warmup", "0s", "--json"}, &out, &out); err != nil {
-		t.Fatalf("client --server %s: %v\n%s", s.Addr(), err, out.String())
+	if err := Run(context.Background(), []string{"client", "--server", addr, "--duration", "200ms", "--warmup", "0s", "--json"}, &out, &out); err != nil {
+		t.Fatalf("client --server %s: %v\n%s", addr, err, out.String())
 	}
 	if !strings.Contains(out.String(), `"test": "tcp_lat"`) {
 		t.Errorf("no result:\n%s", out.String())

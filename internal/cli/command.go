@@ -16,6 +16,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/pathmtu"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/stages"
@@ -105,6 +106,7 @@ var usageErrors = []error{
 	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled, driver.ErrInvalid,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
 	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid, disrupt.ErrInvalid,
+	pathmtu.ErrInvalid,
 }
 
 // usage marks the errors in usageErrors as usage errors, which exit 2;

@@ -83,6 +83,7 @@ failure and Ctrl-C.`
 	f.BoolVar(&c.Profile, "profile", false, "sample every CPU of the client's node in each measured window (the client pod then runs as root with CAP_PERFMON and CAP_SYSLOG only); see docs/profiling.md")
 	f.BoolVar(&c.InspectDatapath, "inspect-datapath", false, "run the node probes as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_NET_ADMIN, to ask the CNI agent itself (Cilium's version and host routing, over its API socket) and list the BPF programs attached on each node's devices and cgroup (stored as labels bpf.<node>)")
 	f.BoolVar(&c.AgentCPU, "agent-cpu", false, "meter the CPU of the datapath agents (flanneld, kube-proxy, ovs-vswitchd, …) on the client's and server's nodes in each measured window (a hostPID, hostNetwork pod per node, as nobody without capabilities)")
+	f.BoolVar(&c.PathMTU, "path-mtu", true, "each built-in client pod first probes its path (MTU with don't-fragment probes, black holes, TCP's MSS), stored with its results")
 	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
 	f.IntVar(&c.Repeats, "repeats", 1, "repeats of every scenario, interleaved")
 	f.Float64Var(&c.SettleIdle, "settle-idle", 0, "before measuring, wait until each client node's CPUs are at least this many percent idle over 3s (at most 5m; then a warning): measure the steady state, not kube-proxy and the API server digesting --services")

@@ -7,7 +7,9 @@ import (
 
 	"github.com/cnibench/cnibench/pkg/datapath"
 	"github.com/cnibench/cnibench/pkg/lab"
+	"github.com/cnibench/cnibench/pkg/pathmtu"
 	"github.com/cnibench/cnibench/pkg/probe"
+	"github.com/cnibench/cnibench/pkg/result"
 )
 
 func newProbeCmd() *cobra.Command {
@@ -19,7 +21,31 @@ func newProbeCmd() *cobra.Command {
 iptables backends, nftables, perf events, busy polling and the cpuidle driver.
 Link and program checks run in a throwaway namespace named cnb-<id>-probe that is
 removed at once; nothing on the host changes. Needs root for those checks.`
-	cmd.AddCommand(newProbeAttachedCmd())
+	cmd.AddCommand(newProbeAttachedCmd(), newProbeMTUCmd())
+	return cmd
+}
+
+func newProbeMTUCmd() *cobra.Command {
+	var c lab.ProbeMTUCommand
+	cmd := showCmd("mtu", "Measure a path's MTU (don't-fragment probes; ok, limited by ICMP, or a black hole) and TCP's MSS over it", "print the path as JSON", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) (*result.PathMTU, error) { return c.Run(cmd.Context()) },
+		func(p *result.PathMTU, w io.Writer) error { return pathmtu.WriteText(w, p) })
+	cmd.Long = `Finds the largest IPv4 packet that crosses a path and is answered, with UDP probes
+that may not be fragmented, and how it is bounded: the client's own link ("ok"), a
+router's ICMP fragmentation-needed ("limited by ICMP"), or a size that neither arrives
+nor brings an ICMP error back ("black hole above N"); then the MSS TCP negotiates on a
+connection to the same port. At most 2 s per path. A lab's path (--lab; a responder
+answers in the server's namespace on port 7420), or from --netns (default: here) to a
+running cnibench server, whose UDP port answers the probes. Needs root for namespaces.`
+	cmd.Example = `  cnibench probe mtu --lab demo                       # client → server
+  cnibench probe mtu --lab demo --from node1 --to node2
+  cnibench probe mtu --netns k8slab-n1 --server 10.244.2.7`
+	f := cmd.Flags()
+	f.StringVar(&c.Lab, "lab", "", "the lab whose path to probe")
+	f.StringVar(&c.From, "from", "", "with --lab: the client endpoint (default client)")
+	f.StringVar(&c.To, "to", "", "with --lab: the server endpoint (default server)")
+	f.StringVar(&c.Netns, "netns", "", "with --server: the namespace (under /run/netns) to probe from")
+	f.StringVar(&c.Server, "server", "", "a cnibench server: HOST or HOST:PORT (port 7420 by default)")
 	return cmd
 }
 

@@ -29,3 +29,14 @@ func TestPrivProbeAttachedEmpty(t *testing.T) {
 		t.Errorf("got %q (%v)", out, err)
 	}
 }
+
+func TestProbeMTUFlagErrors(t *testing.T) {
+	wantUsageErrors(t, []usageCase{
+		{[]string{"probe", "mtu"}, "give --lab NAME (a lab's path) or --server HOST[:PORT]"},
+		{[]string{"probe", "mtu", "--lab", "x", "--server", "10.0.0.1"}, "not both or neither"},
+		{[]string{"probe", "mtu", "--lab", "x", "--netns", "y"}, "--netns goes with --server"},
+		{[]string{"probe", "mtu", "--server", "10.0.0.1", "--to", "node2"}, "--from and --to name a lab's endpoints"},
+		{[]string{"probe", "mtu", "--server", "[::1]:7420"}, "IPv6 paths are not probed"},
+		{[]string{"probe", "mtu", "--lab", "cnb-none-such"}, `no lab named "cnb-none-such"`},
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	_ "github.com/cnibench/cnibench/pkg/driver/sockperf"
 	"github.com/cnibench/cnibench/pkg/engine"
 	"github.com/cnibench/cnibench/pkg/limits"
+	"github.com/cnibench/cnibench/pkg/pathmtu"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/stages"
@@ -46,7 +48,10 @@ type Flags struct {
 	Duration, Warmup                   time.Duration
 	// ProfileDir, with a profiler, also gets each test's folded stacks.
 	ProfileDir string
-	Version    string // sent to the server
+	// PathMTU probes the path to the server first (pkg/pathmtu: its MTU
+	// and TCP's MSS) and puts it in every result; built-in engine only.
+	PathMTU bool
+	Version string // sent to the server
 }
 
 // Plan is Flags checked: every value typed and able to run.
@@ -109,6 +114,9 @@ func (f Flags) Plan() (*Plan, error) {
 			return nil, bad("--rate: %w", err)
 		}
 	}
+	if f.PathMTU && f.Engine != "builtin" {
+		return nil, bad("--path-mtu: the probes are answered by a cnibench server; engine %s's server does not answer them", f.Engine)
+	}
 	if f.Engine != "builtin" {
 		if p.driver, err = driver.Lookup(f.Engine); err != nil {
 			return nil, invalid{err}
@@ -126,6 +134,10 @@ func (f Flags) Plan() (*Plan, error) {
 // measured window is profiled and its CPU by stage printed to log.
 func Run(ctx context.Context, p *Plan, sess *profile.Session, log io.Writer) (*result.Set, error) {
 	set := &result.Set{Schema: result.SetSchemaVersion}
+	var path *result.PathMTU
+	if p.PathMTU {
+		path = p.probePath(ctx, log)
+	}
 	for _, t := range p.Tests {
 		for _, size := range p.Sizes {
 			var r *result.Result
@@ -139,6 +151,7 @@ func Run(ctx context.Context, p *Plan, sess *profile.Session, log io.Writer) (*r
 			if err != nil {
 				return nil, err
 			}
+			r.PathMTU = path
 			set.Results = append(set.Results, r)
 			if wp != nil {
 				set.Profiles = append(set.Profiles, wp)
@@ -306,4 +319,24 @@ func countOrDash(p *int64) string {
 		return "-"
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// probePath probes the path to the server (its UDP port answers) and says
+// what it found on log; a path that could not be probed is returned with
+// the reason, and the tests run all the same.
+func (p *Plan) probePath(ctx context.Context, log io.Writer) *result.PathMTU {
+	host := p.Server
+	if net.ParseIP(host) == nil {
+		if ips, err := net.DefaultResolver.LookupIP(ctx, "ip4", host); err == nil && len(ips) > 0 {
+			host = ips[0].String()
+		}
+	}
+	target := net.JoinHostPort(host, strconv.Itoa(p.Port))
+	path, err := pathmtu.Probe(ctx, pathmtu.Options{Target: target})
+	if path == nil {
+		path = &result.PathMTU{Target: target}
+		path.SetMissing("mtu", err.Error())
+	}
+	fmt.Fprintf(log, "path to %s: %s\n", target, path.Summary())
+	return path
 }

@@ -37,6 +37,7 @@ func TestPlanRefuses(t *testing.T) {
 		{func(f *Flags) { f.Rate = "fast" }, `bad rate "fast"`},
 		{func(f *Flags) { f.Engine = "nosuch" }, `unknown engine "nosuch"`},
 		{func(f *Flags) { f.Engine, f.Tests = "iperf3", "tcp_crr" }, "tcp_crr"},
+		{func(f *Flags) { f.Engine, f.PathMTU = "iperf3", true }, "--path-mtu"},
 	} {
 		f := ok
 		c.edit(&f)

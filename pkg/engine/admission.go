@@ -11,6 +11,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/cnibench/cnibench/pkg/pathmtu"
 	"github.com/cnibench/cnibench/pkg/result"
 	"golang.org/x/sys/unix"
 )
@@ -126,11 +127,18 @@ func (s *Server) handleConn(fd int) {
 func (s *Server) udpLoop() {
 	buf := make([]byte, 2048)
 	for !s.closed.Load() {
-		n, from, err := unix.Recvfrom(s.udpFD, buf, 0)
+		// MSG_TRUNC: n is the datagram's length, also when only its
+		// start fits buf (a path MTU probe is as large as the path).
+		n, from, err := unix.Recvfrom(s.udpFD, buf, unix.MSG_TRUNC)
 		if err != nil || from == nil {
 			continue
 		}
-		sid, stream, ok := parseUDPHello(buf[:n], udpHelloMagic)
+		got := buf[:min(n, len(buf))]
+		if a, ok := pathmtu.Answer(got, n); ok {
+			_ = unix.Sendto(s.udpFD, a, unix.MSG_DONTWAIT, from)
+			continue
+		}
+		sid, stream, ok := parseUDPHello(got, udpHelloMagic)
 		if !ok {
 			continue // not ours, or data that raced a stream's socket: dropped
 		}

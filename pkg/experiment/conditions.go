@@ -195,6 +195,7 @@ func (x *executor) measureStep(a *Arm, st Step, s *Sample) (*result.Result, erro
 		d = end()
 	}
 	stamp(res, pol, why, x.cond.idle, pl, d)
+	res.PathMTU = x.paths[st.Arm]
 	if st.RetakeOf != nil {
 		seq := *st.RetakeOf
 		res.Conditions.RetakeOf = &seq

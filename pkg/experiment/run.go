@@ -166,6 +166,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 	labs := map[string]LabInstance{}
 	labErr := map[string]error{}
 	exclusive := map[string]bool{}
+	paths := map[int]*result.PathMTU{}
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.Background(), o.TeardownTimeout)
 		defer cancel()
@@ -212,6 +213,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 			continue
 		}
 		prog.logf("lab %s up (%s) in %v", l.Name(), key, time.Since(start).Round(time.Millisecond))
+		probePaths(ctx, e, key, l, paths, prog)
 		if l.ChangesHost() {
 			// Built once to check it works; from now on it is up only
 			// during its own steps (see measure).
@@ -227,7 +229,7 @@ func Execute(ctx context.Context, e *Experiment, o Options) (runID int64, err er
 
 	steps := e.Plan()
 	x := &executor{e: e, o: o, ctx: ctx, runID: runID, prog: prog, labs: labs, labErr: labErr, exclusive: exclusive,
-		values: map[cellKey][]float64{}, cond: &conditions{}}
+		values: map[cellKey][]float64{}, cond: &conditions{}, paths: paths}
 	if ctx.Err() == nil {
 		if x.cond.idle = x.probeIdleWakeup(); x.cond.idle != nil {
 			prog.logf("%s", idleWakeupText(x.cond.idle))
@@ -301,6 +303,9 @@ type executor struct {
 	done, failures int
 	values         map[cellKey][]float64
 	cond           *conditions
+	// paths is each arm's path as probed when its lab came up (by arm
+	// index); absent for arms without a lab or a lab that cannot probe.
+	paths map[int]*result.PathMTU
 	// disturbed lists the steps whose sample was disturbed and will be
 	// taken again (--retake-disturbed), with the value each would have
 	// given the precision rule.

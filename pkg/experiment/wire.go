@@ -61,6 +61,11 @@ func (i labInstance) DatapathMeter() DatapathMeter {
 	return nil
 }
 
+// ProbePath probes the path between two of the lab's endpoints.
+func (i labInstance) ProbePath(ctx context.Context, client, server string) (*result.PathMTU, error) {
+	return i.l.ProbePath(ctx, client, server)
+}
+
 // Health names a daemon of the lab's datapath that exited or stopped (the
 // OVN labs'); nil for labs that have none.
 func (i labInstance) Health() error { return i.l.Health() }

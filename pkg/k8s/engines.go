@@ -288,6 +288,8 @@ func (o Options) clientArgs(engine string) ClientArgs {
 			a.Tests = e.Tests
 		}
 	}
+	// Only a cnibench server answers path MTU probes.
+	a.PathMTU = a.PathMTU && name == EngineBuiltin
 	return a
 }
 

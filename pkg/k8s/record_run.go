@@ -33,6 +33,8 @@ type RunFlags struct {
 	Engine                     string
 	Profile                    bool
 	AgentCPU                   bool
+	// PathMTU: each client pod probes its path first (ClientArgs.PathMTU).
+	PathMTU bool
 	// InspectDatapath: privileged node probes (Options.InspectDatapath).
 	InspectDatapath bool
 	// SettleIdle (percent, 0 = off): wait before measuring until each
@@ -88,7 +90,7 @@ func (f RunFlags) Options() (Options, []int, error) {
 		SettleIdle: f.SettleIdle, InspectDatapath: f.InspectDatapath,
 		Client: ClientArgs{Tests: ts, MsgSizes: strings.Join(units.SplitList(f.MsgSizes), ","),
 			Duration: f.Duration.String(), Warmup: f.Warmup.String(), Parallel: f.Parallel,
-			Profile: f.Profile},
+			Profile: f.Profile, PathMTU: f.PathMTU},
 		// One client pod runs every test and size back to back; the slack
 		// covers pod start, connection setup and a slow node.
 		MeasureTimeout: time.Duration(len(ts)*len(sizes))*(f.Duration+f.Warmup)*2 + 2*time.Minute,

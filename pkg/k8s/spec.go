@@ -251,6 +251,10 @@ type ClientArgs struct {
 	// window (--profile); the client pod then gets the capabilities that
 	// needs (see profileSecurity), and only then.
 	Profile bool
+	// PathMTU probes the path to the server before the tests (client
+	// --path-mtu: its MTU and TCP's MSS, in every result); the built-in
+	// engine's server answers the probes, the tools' do not.
+	PathMTU bool
 }
 
 // Flags renders the arguments, always ending in --log-stdout --json.
@@ -276,6 +280,9 @@ func (a ClientArgs) Flags() []string {
 	}
 	if a.Profile {
 		f = append(f, "--profile")
+	}
+	if a.PathMTU {
+		f = append(f, "--path-mtu")
 	}
 	// Progress on stdout, ahead of the document: containerd copies stdout
 	// and stderr on separate pipes, and a progress line racing the JSON

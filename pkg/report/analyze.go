@@ -32,6 +32,7 @@ func (o Options) Analyze(run *store.Run, samples []store.Sample) *Model {
 			break
 		}
 	}
+	m.Paths = armPaths(ss)
 
 	// Arms in the experiment's order, then any only the samples name.
 	seen := map[string]bool{}

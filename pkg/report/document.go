@@ -318,9 +318,13 @@ func (d *Document) mainTable(models []*Model, n *notes) []Column {
 		cols = columnsFor(models)
 		label = []string{"run", "host", "distro", "kernel", "arm"}
 	}
+	withPaths := anyPaths(models)
+	if withPaths {
+		label = append(label, pathHeader)
+	}
 	d.Main = valueTable(label, cols)
 	if len(models) > 1 {
-		d.Main.Stated = []bool{false, true, true, true, false}
+		d.Main.Stated = []bool{false, true, true, true, false, false}
 	}
 	for _, m := range models {
 		h := m.Run.Host
@@ -329,6 +333,9 @@ func (d *Document) mainTable(models []*Model, n *notes) []Column {
 			if len(models) > 1 {
 				row = []TableCell{{Text: runLabel(m.Run)}, {Text: orUnknown(h.Hostname)}, {Text: orUnknown(h.Distro)},
 					{Text: orUnknown(h.Kernel)}, {Text: m.armLabel(arm)}}
+			}
+			if withPaths {
+				row = append(row, m.pathCell(arm, n))
 			}
 			d.Main.Rows = append(d.Main.Rows, append(row, m.rowCells(arm, cols, n)...))
 		}

@@ -52,6 +52,9 @@ type JSONArm struct {
 	Topology    string            `json:"topology"`
 	Engine      string            `json:"engine"`
 	Knobs       map[string]string `json:"knobs"`
+	// PathMTU is the arm's path as probed when the run started (the
+	// samples' path_mtu); absent when it was not probed.
+	PathMTU *result.PathMTU `json:"path_mtu,omitempty"`
 }
 
 // JSONCell is the statistics of one arm × test × msg size × metric.
@@ -235,7 +238,7 @@ func buildJSON(models []*Model) JSONReport {
 			jr.Baseline = &b
 		}
 		for _, a := range r.Arms {
-			jr.Arms = append(jr.Arms, JSONArm{a.Name, a.Description, a.Topology, a.Engine, nonNilMap(a.Knobs)})
+			jr.Arms = append(jr.Arms, JSONArm{a.Name, a.Description, a.Topology, a.Engine, nonNilMap(a.Knobs), m.Paths[a.Name]})
 		}
 		if jr.Arms == nil {
 			jr.Arms = []JSONArm{}

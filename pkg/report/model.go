@@ -109,6 +109,9 @@ type Model struct {
 	// IdleWakeup is the host's idle wake-up penalty, measured once at the
 	// start of the run (nil when the run did not measure it).
 	IdleWakeup *result.IdleWakeup
+	// Paths is each arm's path as probed when the run started (the first
+	// of its samples that carries one); arms without one are absent.
+	Paths map[string]*result.PathMTU
 }
 
 // Cell returns the cell for a key, or nil.

@@ -85,6 +85,11 @@ type Result struct {
 	// the wake-up policy, CPU placement and whether the machine was
 	// disturbed. Absent for a bare `cnibench client`.
 	Conditions *Conditions `json:"conditions,omitempty"`
+	// PathMTU is the path this result crossed, probed once per arm before
+	// its steps (cnibench run) or before the tests (client --path-mtu):
+	// its MTU, how that is bounded, TCP's MSS over it. Absent when not
+	// probed.
+	PathMTU *PathMTU `json:"path_mtu,omitempty"`
 
 	// Missing maps a dotted field path (e.g. "cpu.server.softirq_pct") to the
 	// reason it could not be measured.
