@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -545,4 +546,31 @@ func TestPrivCleanSparesLiveRun(t *testing.T) {
 	}
 	labClean(t, bin, l.ID)
 	assertClean(t, l.ID)
+}
+
+// TestPrivDownStopsWhatRunsInside: a process started in a lab's namespace
+// by someone else (a server under `lab exec`) is stopped by Down, not left
+// running in a namespace without a name.
+func TestPrivDownStopsWhatRunsInside(t *testing.T) {
+	testns.NeedRoot(t)
+	l := upLab(t, presetWith(t, "veth", nil))
+	ns := l.Namespaces[0]
+	cmd := exec.Command("sleep", "600")
+	if err := netns.Start(ns, cmd); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if pids, err := netns.Pids(ns); err != nil || !slices.Contains(pids, cmd.Process.Pid) {
+		t.Fatalf("sleep %d not seen in %s: %v %v", cmd.Process.Pid, ns, pids, err)
+	}
+	if err := l.Down(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("sleep %d still runs after Down", cmd.Process.Pid)
+	}
 }

@@ -37,6 +37,12 @@ func (l *Lab) teardown(ctx context.Context) error {
 			}
 		}
 	}
+	// Then whatever else still runs inside (a server started with `lab
+	// exec`, a killed run's tools): deleting the bind mount would not stop
+	// it, and the namespace would live on unnamed around it.
+	if _, err := netns.KillAllIn(3*time.Second, l.Namespaces...); err != nil {
+		errs = append(errs, err)
+	}
 	if err := each(context.WithoutCancel(ctx), l.Namespaces, netns.Delete); err != nil {
 		errs = append(errs, err)
 	}

@@ -285,13 +285,26 @@ func Command(ctx context.Context, argv ...string) *exec.Cmd {
 // Pids lists the processes living in the named namespace: those whose
 // /proc/<pid>/ns/net is the same namespace (device and inode) as
 // /run/netns/<name>. A process that ends while it is read is skipped.
-func Pids(name string) ([]int, error) {
-	var want unix.Stat_t
-	if err := unix.Stat(Path(name), &want); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil // gone meanwhile: nothing lives in it
+func Pids(name string) ([]int, error) { return PidsIn(name) }
+
+// PidsIn is Pids for several namespaces in one pass over /proc (a lab's
+// hundred namespaces would otherwise read /proc a hundred times).
+// Namespaces already gone are skipped: nothing lives in them.
+func PidsIn(names ...string) ([]int, error) {
+	type key struct{ dev, ino uint64 }
+	want := map[key]bool{}
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Stat(Path(name), &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, fmt.Errorf("netns %q: %w", name, err)
 		}
-		return nil, fmt.Errorf("netns %q: %w", name, err)
+		want[key{st.Dev, st.Ino}] = true
+	}
+	if len(want) == 0 {
+		return nil, nil
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -307,7 +320,7 @@ func Pids(name string) ([]int, error) {
 		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) != nil {
 			continue
 		}
-		if st.Dev == want.Dev && st.Ino == want.Ino {
+		if want[key{st.Dev, st.Ino}] {
 			pids = append(pids, pid)
 		}
 	}
@@ -319,8 +332,11 @@ func Pids(name string) ([]int, error) {
 // cnibench that started them (SIGKILL leaves its children running) can only
 // really be removed this way: unmounting it would leave it alive, unnamed,
 // behind them. It returns how many it killed.
-func KillAll(name string, wait time.Duration) (int, error) {
-	pids, err := Pids(name)
+func KillAll(name string, wait time.Duration) (int, error) { return KillAllIn(wait, name) }
+
+// KillAllIn is KillAll for several namespaces at once.
+func KillAllIn(wait time.Duration, names ...string) (int, error) {
+	pids, err := PidsIn(names...)
 	if err != nil || len(pids) == 0 {
 		return 0, err
 	}
@@ -329,12 +345,12 @@ func KillAll(name string, wait time.Duration) (int, error) {
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		left, err := Pids(name)
+		left, err := PidsIn(names...)
 		if err != nil || len(left) == 0 {
 			return len(pids), err
 		}
 		if time.Now().After(deadline) {
-			return len(pids), fmt.Errorf("netns %q: %d process(es) still running after SIGKILL, e.g. pid %d", name, len(left), left[0])
+			return len(pids), fmt.Errorf("netns %s: %d process(es) still running after SIGKILL, e.g. pid %d", strings.Join(names, ", "), len(left), left[0])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
