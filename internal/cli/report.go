@@ -81,9 +81,12 @@ margin (--margin), else faster/slower by X% when p < 0.05, else "undecided" with
 an estimate of how many more samples per arm would decide it.
 A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
 REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
-one interleaved run, which a drifting machine affects alike (the better gate).`
+one interleaved run, which a drifting machine affects alike (the better gate).
+--relative compares each arm's ratio to its own run's baseline, round by round:
+did the answer stay the same on a machine whose speed drifts between runs?`
 	cmd.Flags().StringVar(&c.FailOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&c.JUnit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
+	cmd.Flags().BoolVar(&c.Relative, "relative", false, "compare each arm's per-round ratio to its run's baseline instead of absolute values")
 	addMarginFlag(cmd, &c.Margin)
 	addDBFlag(cmd, &c.DBPath)
 	addOutputFlags(cmd, &c.Format, &c.Output, report.CompareFormats)

@@ -145,7 +145,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 			continue
 		}
 		if v, ok := mt.Get(s.Result); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			vals = append(vals, sampleOf{v, s.Seq, s.Result})
+			vals = append(vals, sampleOf{v, s.Seq, s.Repeat, s.Result})
 		} else {
 			reasons[missingReason(s.Result, mt)] = true
 		}
@@ -155,6 +155,7 @@ func (m *Model) analyzeCell(arm string, g group, mt metric, samples []store.Samp
 	}
 	for _, v := range vals {
 		c.Values = append(c.Values, v.v)
+		c.Repeats = append(c.Repeats, v.rep)
 	}
 	if len(c.Values) == 0 {
 		switch {

@@ -111,6 +111,9 @@ type CompareCommand struct {
 	// the default. The gate does not read it: it fails on significance
 	// and its own thresholds.
 	Margin string
+	// Relative compares each arm's per-round ratio to its run's baseline
+	// instead of absolute values (Options.Relative).
+	Relative bool
 }
 
 // gate checks the gate flags, first of all Run checks: nil without --fail-on.
@@ -120,6 +123,11 @@ func (c CompareCommand) gate() (*Gate, error) {
 	}
 	if c.FailOn == "" {
 		return nil, nil
+	}
+	if c.Relative {
+		// The gate judges the metrics' own values; a ratio's gate would
+		// need thresholds of its own.
+		return nil, errkind.Errorf(ErrInvalid, "--fail-on judges absolute values and cannot be combined with --relative; gate two arms of one run instead (compare RUN@A RUN@B --fail-on …)")
 	}
 	g, err := ParseGate(c.FailOn)
 	if err != nil {
@@ -142,6 +150,7 @@ func (c CompareCommand) Run(stdout, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opts.Relative = c.Relative
 	src := store.NewSources(c.DBPath)
 	defer src.Close()
 	a, err := src.Load(c.A)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -49,12 +50,20 @@ func (o Options) Comparison(runA *store.Run, samplesA []store.Sample, runB *stor
 			if ca == nil && cb == nil {
 				continue
 			}
+			var whyA, whyB string
+			if o.Relative {
+				if arm == mA.Baseline {
+					continue // its ratio to itself is 1 in both
+				}
+				ca, whyA = mA.relativeCell(ca)
+				cb, whyB = mB.relativeCell(cb)
+			}
 			row := ComparisonRow{Arm: arm, Test: col.Test, Size: col.Size, Column: col, A: ca, B: cb}
 			switch {
 			case ca == nil || len(ca.Values) == 0:
-				row.Missing = "A: " + mA.missingNote(arm, col)
+				row.Missing = "A: " + cmp.Or(whyA, mA.missingNote(arm, col))
 			case cb == nil || len(cb.Values) == 0:
-				row.Missing = "B: " + mB.missingNote(arm, col)
+				row.Missing = "B: " + cmp.Or(whyB, mB.missingNote(arm, col))
 			default:
 				v := o.judge(ca.Values, cb.Values, col.metric.HigherIsBetter)
 				row.Verdict = &v
@@ -91,10 +100,28 @@ func (o Options) newComparison(format string, runA *store.Run, samplesA []store.
 		return nil, fmt.Errorf("unknown compare format %q; use one of %s", format, strings.Join(CompareFormats, ", "))
 	}
 	rows, mA, mB := o.Comparison(runA, samplesA, runB, samplesB)
+	if o.Relative {
+		if err := checkRelative(mA, mB); err != nil {
+			return nil, err
+		}
+	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("runs %q and %q have no arm measured with the same test and message size; compare runs of the same experiment", runA.Name, runB.Name)
 	}
-	return compareDocument(rows, mA, mB), nil
+	d := compareDocument(rows, mA, mB)
+	if o.Relative {
+		d.relativeTo = mA.Baseline
+		d.AnswerHeading = strings.Replace(d.AnswerHeading, "for each arm", "for each arm's ratio to its run's baseline "+mA.Baseline, 1)
+		d.Title += fmt.Sprintf(", each arm relative to its run's baseline %s", mA.Baseline)
+		d.Legend = append(d.Legend, fmt.Sprintf("Relative (--relative): a value is the arm's sample over the baseline %s's sample of the same round (×); Δ is that ratio's change from A to B, so a drift that moves every arm of a run alike cancels.", mA.Baseline))
+		for _, row := range d.Main.Rows {
+			if i := strings.LastIndex(row[3].Text, " ("); i > 0 {
+				row[3].Text = row[3].Text[:i] // the metric's unit: the values are ratios now
+			}
+			row[3].Text += " ÷ " + mA.Baseline
+		}
+	}
+	return d, nil
 }
 
 // CompareSchema names the JSON document of CompareFormat(…, "json", …).
@@ -102,11 +129,14 @@ const CompareSchema = "cnibench.compare/v1"
 
 // JSONComparison is the JSON form of a comparison; verdicts are B against A.
 type JSONComparison struct {
-	Schema   string           `json:"schema"`
-	A        JSONCompareRun   `json:"a"`
-	B        JSONCompareRun   `json:"b"`
-	Rows     []JSONCompareRow `json:"rows"`
-	Warnings []string         `json:"warnings"`
+	Schema string `json:"schema"`
+	// RelativeTo is the baseline arm every value is a ratio to (compare
+	// --relative); absent when the values are the metrics' own.
+	RelativeTo string           `json:"relative_to,omitempty"`
+	A          JSONCompareRun   `json:"a"`
+	B          JSONCompareRun   `json:"b"`
+	Rows       []JSONCompareRow `json:"rows"`
+	Warnings   []string         `json:"warnings"`
 }
 
 // JSONCompareRun identifies one side of a comparison.
@@ -148,11 +178,15 @@ func compareSide(c *Cell) *JSONCompareSide {
 // compareJSON is the JSON form of a comparison's document.
 func compareJSON(d *Document) JSONComparison {
 	side := func(m *Model) JSONCompareRun { return JSONCompareRun{m.Run.ID, m.Run.Name, m.Run.Complete, m.Run.Host} }
-	doc := JSONComparison{Schema: CompareSchema, A: side(d.models[0]), B: side(d.models[1]),
+	doc := JSONComparison{Schema: CompareSchema, RelativeTo: d.relativeTo, A: side(d.models[0]), B: side(d.models[1]),
 		Rows: []JSONCompareRow{}, Warnings: append([]string{}, d.warningTexts()...)}
 	for _, r := range d.compare {
 		mt := r.Column.metric
-		doc.Rows = append(doc.Rows, JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: mt.Unit,
+		unit := mt.Unit
+		if d.relativeTo != "" {
+			unit = RelativeUnit
+		}
+		doc.Rows = append(doc.Rows, JSONCompareRow{CellID: CellID{r.Arm, r.Test, r.Size, mt.Name}, Unit: unit,
 			HigherIsBetter: mt.HigherIsBetter, A: compareSide(r.A), B: compareSide(r.B),
 			JSONVerdict: jsonVerdict(r.Verdict, mt.Metric), Missing: r.Missing})
 	}

@@ -52,6 +52,9 @@ type Document struct {
 	// compare holds a comparison's rows (nil for a report): its JSON is
 	// the cnibench.compare/v1 document.
 	compare []ComparisonRow
+	// relativeTo is the baseline a relative comparison's values are
+	// ratios to ("" for absolute values).
+	relativeTo string
 }
 
 // DocRun is one run's identity on a page.

@@ -72,8 +72,12 @@ type Cell struct {
 	// HigherIsBetter is the metric's direction, used by ratios and verdicts.
 	HigherIsBetter bool
 	Values         []float64 // in Unit, execution order
-	Failed         int       // samples of this arm/test/size that failed outright
-	Summary        stats.Summary
+	// Repeats is each value's repeat (round) in the run: an interleaved
+	// run measures every arm once per round, so equal repeats of two arms
+	// were measured minutes apart at most (compare --relative pairs them).
+	Repeats []int
+	Failed  int // samples of this arm/test/size that failed outright
+	Summary stats.Summary
 	// Ratio is this arm's median over the baseline arm's (nil for the
 	// baseline itself or without one); Verdict tests this arm against it.
 	Ratio   *stats.Ratio

@@ -46,6 +46,7 @@ type ModeSeparation struct {
 type sampleOf struct {
 	v   float64
 	seq int
+	rep int // the sample's repeat (round) within the run
 	r   *result.Result
 }
 

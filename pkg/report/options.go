@@ -18,6 +18,12 @@ type Options struct {
 	// stats.DefaultMargin.
 	Margin float64
 
+	// Relative makes a comparison judge each arm's ratio to its own run's
+	// baseline, round by round, instead of its absolute values: a machine
+	// whose speed drifts between runs moves every arm of a run alike, and
+	// the ratio cancels that (compare --relative; relative.go).
+	Relative bool
+
 	// cellsOnly skips the verdicts and ratios against the baseline: a
 	// history plots each run's cells and never reads them, and they were
 	// two thirds of analysing a run.
