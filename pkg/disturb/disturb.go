@@ -45,7 +45,11 @@ var Measured = map[string]bool{
 
 // Meter takes the stamps. Its zero value is not useful: use New.
 type Meter struct {
-	fs       sysinfo.FS
+	fs sysinfo.FS
+	// self is this program's own name (comm): a copy of cnibench under
+	// another name (cnibench-h, a test binary) runs its servers and
+	// clients under that name, and they are the measurement, not others.
+	self     string
 	bestSpin time.Duration
 	now      func() time.Time // time.Now; a fixture clock in tests
 }
@@ -53,7 +57,7 @@ type Meter struct {
 // New returns a meter reading fs (sysinfo.Host on a real machine) and runs
 // the spin loop a few times to know how fast it can be.
 func New(fs sysinfo.FS) *Meter {
-	m := &Meter{fs: fs, now: time.Now}
+	m := &Meter{fs: fs, now: time.Now, self: selfComm()}
 	for i := 0; i < 5; i++ {
 		m.spin()
 	}
@@ -175,12 +179,21 @@ func (m *Meter) others() map[int]proc {
 			continue // ended meanwhile
 		}
 		p, kthread, ok := parseStat(b)
-		if !ok || kthread || Measured[p.comm] {
+		if !ok || kthread || Measured[p.comm] || p.comm == m.self {
 			continue
 		}
 		out[pid] = p
 	}
 	return out
+}
+
+// selfComm is this process's comm, as /proc/PID/stat shows it to others.
+func selfComm() string {
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }
 
 // pfKthread is PF_KTHREAD in the flags field of /proc/PID/stat.

@@ -35,9 +35,10 @@ func TestStamp(t *testing.T) {
 		11: {"kworker/0:1", "2097216", "0", "0"}, // PF_KTHREAD: part of the datapath
 		12: {"cnibench", "0", "0", "0"},
 		13: {"backup", "0", "10", "0"},
+		15: {"cnibench-h", "0", "0", "0"}, // cnibench copied under another name: itself
 	})
 	clock := time.Unix(1000, 0)
-	m := &Meter{fs: fs, now: func() time.Time { return clock }}
+	m := &Meter{fs: fs, now: func() time.Time { return clock }, self: "cnibench-h"}
 	m.spin()
 	mk := m.Begin()
 	if len(mk.procs) != 2 {
@@ -49,6 +50,7 @@ func TestStamp(t *testing.T) {
 		12: {"cnibench", "0", "900", "0"},
 		13: {"backup", "0", "15", "0"},   // +5
 		14: {"newcomer", "0", "35", "0"}, // born during the step: all 35 ticks count
+		15: {"cnibench-h", "0", "700", "0"},
 	})
 	clock = clock.Add(2 * time.Second)
 	d := m.End(mk)
@@ -81,5 +83,12 @@ func TestJudgeAndSummary(t *testing.T) {
 	n, why := Summary([]*result.Disturbance{quiet, spin, others, both, nil})
 	if n != 3 || strings.Join(why, "; ") != "other processes (2); spin loop (2)" {
 		t.Errorf("Summary = %d %v", n, why)
+	}
+}
+
+// The meter knows itself by the name it runs under, not by "cnibench".
+func TestSelfComm(t *testing.T) {
+	if got := selfComm(); got != "disturb.test" {
+		t.Errorf("selfComm() = %q, want this test binary's name disturb.test", got)
 	}
 }
