@@ -66,7 +66,9 @@ func ArmConditions(ss []store.Sample) map[string]string {
 		}
 		a.wake[c.Wakeup] = true
 		if c.WakeupWhy != "" {
-			a.why[c.WakeupWhy] = true
+			// pkg/wakeup's reasons say "auto: …" themselves; older
+			// results' do not. The line below says it once.
+			a.why[strings.TrimPrefix(c.WakeupWhy, "auto: ")] = true
 		}
 		a.cpus[placement(c)] = true
 	}

@@ -121,3 +121,24 @@ func TestPrecisionFlags(t *testing.T) {
 		t.Errorf("a fixed-repeat run got precision flags: %v", c.Flags)
 	}
 }
+
+// An arm measured under auto says "auto" once, whichever way the reason
+// was stored (pkg/wakeup's "auto: …", or older results' without it).
+func TestArmConditionsAutoOnce(t *testing.T) {
+	cpu0, cpu1 := 0, 1
+	c := func(w, why string) *result.Conditions {
+		return &result.Conditions{Wakeup: w, WakeupWhy: why, ClientCPU: &cpu0, ServerCPU: &cpu1}
+	}
+	ss := []store.Sample{
+		latSample(0, "a", 5, c("hold", "auto: hold for request/response tests")),
+		latSample(1, "a", 5, c("none", "auto: none for stream tests")),
+		latSample(2, "b", 5, c("none", "cross-CPU wake-up one way: none 2.8 µs, hold 2.9 µs")),
+	}
+	got := ArmConditions(ss)
+	if want := "wake-up hold; none (auto: hold for request/response tests; none for stream tests), CPUs client=0,server=1"; got["a"] != want {
+		t.Errorf("a: %q\nwant %q", got["a"], want)
+	}
+	if want := "wake-up none (auto: cross-CPU wake-up one way: none 2.8 µs, hold 2.9 µs), CPUs client=0,server=1"; got["b"] != want {
+		t.Errorf("b: %q\nwant %q", got["b"], want)
+	}
+}
