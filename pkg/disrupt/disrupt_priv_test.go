@@ -19,6 +19,7 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func mustSpec(t *testing.T, text string) *Spec {
@@ -518,5 +519,32 @@ func TestPrivProbeRunsUntilStopped(t *testing.T) {
 				t.Fatalf("%s: request %d: %+v", kind, i, r)
 			}
 		}
+	}
+}
+
+// A run that fails before any arm is measured (here: interrupted before
+// its lab is up) stores nothing: the database holds no run, and no lab is
+// left behind.
+func TestPrivFailedEarlyStoresNothing(t *testing.T) {
+	testns.NeedRoot(t)
+	t.Setenv("CNIBENCH_STATE_DIR", t.TempDir())
+	path := filepath.Join(t.TempDir(), "r.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := &RunCommand{Ref: "blackhole-resolution", DB: path, Version: "test"}
+	var out, log bytes.Buffer
+	if err := c.Run(ctx, &out, &log); err == nil {
+		t.Fatal("a cancelled run succeeded")
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if runs, err := db.Runs(); err != nil || len(runs) != 0 {
+		t.Errorf("runs stored by a run that measured nothing: %+v, %v", runs, err)
+	}
+	if strings.Contains(log.String(), "stored as run") || out.Len() > 0 {
+		t.Errorf("printed %q / %q", out.String(), log.String())
 	}
 }
