@@ -8,11 +8,10 @@ import (
 )
 
 // Some runs measure what is not a sample of the engine: a disruption run's
-// timelines and events, a pressure run's knees. Their figures that compare
-// and history read are stored as samples (runs, arms, samples as for any
-// run); the document their own report renders is stored beside them
-// (migration 5), so `cnibench disrupt report RUN` prints again what the
-// run printed.
+// timelines and events. The figures that compare and history read are
+// stored as samples (runs, arms, samples as for any run); the document the
+// run's own report renders is stored beside them (migration 5), so
+// `cnibench disrupt report RUN` prints again what the run printed.
 
 // Document is a run's own result document: its schema name and its JSON,
 // less what is stored as timelines.
