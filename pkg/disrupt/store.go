@@ -62,8 +62,11 @@ func Record(r *Result, o StoreOptions) (*store.Record, error) {
 	doc := *r
 	doc.Arms = make([]*ArmResult, len(r.Arms))
 	for i, a := range r.Arms {
-		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Topology: a.Topology, Engine: "builtin", Knobs: a.Knobs,
-			Description: fmt.Sprintf("probes to %s (lab %s)", a.Target, a.LabID)})
+		desc := "probes to " + a.Target
+		if a.LabID != "" { // a run on a cluster has no lab
+			desc += " (lab " + a.LabID + ")"
+		}
+		run.Arms = append(run.Arms, store.Arm{Name: a.Name, Topology: a.Topology, Engine: "builtin", Knobs: a.Knobs, Description: desc})
 		// The timelines are stored as rows of their own; the document
 		// keeps the rest of the arm.
 		bare := *a
