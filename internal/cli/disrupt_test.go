@@ -25,5 +25,11 @@ func TestDisruptUsageErrors(t *testing.T) {
 		{[]string{"disrupt", "run", ovn}, "needs preset ovn-overlay or ovn-underlay"},
 		{[]string{"disrupt", "report", filepath.Join(dir, "none.json")}, "disrupt report"},
 		{[]string{"disrupt", "report", bad, "--format", "pdf"}, "--format"},
+		{[]string{"disrupt", "report", "last", "--db", filepath.Join(dir, "none.db")}, "no results database"},
 	})
+	if os.Geteuid() == 0 { // past its root check: a --db it cannot use stops it before any lab
+		wantUsageErrors(t, []usageCase{
+			{[]string{"disrupt", "run", "blackhole-resolution", "--db", "postgres://cnb:secret@host:notaport/x"}, "not a usable PostgreSQL URL"},
+		})
+	}
 }

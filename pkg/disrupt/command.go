@@ -8,21 +8,26 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/cnibench/cnibench/pkg/atomicfile"
 	"github.com/cnibench/cnibench/pkg/errkind"
+	"github.com/cnibench/cnibench/pkg/store"
+	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
 
 // Formats are what `disrupt report --format` writes.
 var Formats = []string{"text", "json", "html"}
 
 // RunCommand is `cnibench disrupt run`: load and check the experiment,
-// run it, print the text table, and write the result as JSON (-o) and
-// HTML (--html) if asked.
+// run it, print the text table, write the result as JSON (-o) and HTML
+// (--html) if asked, and store it in the results database.
 type RunCommand struct {
-	Ref  string
-	JSON string // -o: the result document
-	HTML string // --html: the page
+	Ref     string
+	JSON    string // -o: the result document
+	HTML    string // --html: the page
+	DB      string // --db: the results database
+	Version string // cnibench's, stored with the run
 }
 
 // Run runs the command.
@@ -34,6 +39,13 @@ func (c *RunCommand) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("disrupt run: needs root (it builds a lab); run with sudo")
 	}
+	// Opened before any lab is built: a --db that cannot be used fails
+	// here, not after minutes of probing.
+	db, err := store.Open(c.DB)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	res, runErr := Run(ctx, s, Options{Log: stderr})
 	if res == nil || len(res.Arms) == 0 {
 		return runErr
@@ -50,13 +62,26 @@ func (c *RunCommand) Run(ctx context.Context, stdout, stderr io.Writer) error {
 	if c.HTML != "" && runErr == nil {
 		errs = append(errs, atomicfile.Write(c.HTML, 0o644, func(w io.Writer) error { return WriteHTML(w, res) }))
 	}
+	// Stored last: a database that fails loses nothing already printed
+	// or written, and says so.
+	if Measured(res) {
+		run, err := Save(db, res, StoreOptions{Kind: KindLab, Version: c.Version, Host: sysinfo.Host.Fingerprint(c.Version), Err: runErr})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("disrupt run: the result was not stored in %s: %w", db.Path(), err))
+		} else {
+			fmt.Fprintf(stderr, "stored as run %d (%s) in %s; read it back with: cnibench disrupt report %s\n", run.ID, run.Name, db.Path(), run.Name)
+		}
+	}
 	return errors.Join(append([]error{runErr}, errs...)...)
 }
 
-// ReportCommand is `cnibench disrupt report FILE`: a stored result
-// rendered again.
+// ReportCommand is `cnibench disrupt report FILE|RUN`: a result rendered
+// again, from the JSON file `disrupt run -o` wrote or from the results
+// database.
 type ReportCommand struct {
-	File   string
+	// Ref is a file, or else a run id, name or "last" in DB.
+	Ref    string
+	DB     string
 	Format string
 	Output string
 }
@@ -66,25 +91,18 @@ func (c *ReportCommand) Run(stdout io.Writer) error {
 	if !slices.Contains(Formats, c.Format) {
 		return errkind.Errorf(ErrInvalid, "--format %q: want one of text, json, html", c.Format)
 	}
-	data, err := os.ReadFile(c.File)
+	r, err := c.load()
 	if err != nil {
-		return errkind.Errorf(ErrInvalid, "disrupt report: %v (give the JSON file `disrupt run -o` wrote)", err)
-	}
-	var r Result
-	if err := json.Unmarshal(data, &r); err != nil || r.Name == "" {
-		return errkind.Errorf(ErrInvalid, "disrupt report: %s is not a disruption result (written by `cnibench disrupt run -o FILE`)", c.File)
-	}
-	if r.Schema != Schema {
-		return errkind.Errorf(ErrInvalid, "disrupt report: %s has schema %q; this cnibench reads %q", c.File, r.Schema, Schema)
+		return err
 	}
 	write := func(w io.Writer) error {
 		switch c.Format {
 		case "json":
-			return writeJSON(w, &r)
+			return writeJSON(w, r)
 		case "html":
-			return WriteHTML(w, &r)
+			return WriteHTML(w, r)
 		}
-		return WriteText(w, &r)
+		return WriteText(w, r)
 	}
 	if c.Output == "" || c.Output == "-" {
 		return write(stdout)
@@ -93,6 +111,36 @@ func (c *ReportCommand) Run(stdout io.Writer) error {
 		return fmt.Errorf("disrupt report: %w", err)
 	}
 	return nil
+}
+
+// load reads the result Ref names: a file when one is there (or the name
+// ends in .json), else a stored run.
+func (c *ReportCommand) load() (*Result, error) {
+	if st, err := os.Stat(c.Ref); (err == nil && !st.IsDir()) || strings.HasSuffix(c.Ref, ".json") {
+		return readFile(c.Ref)
+	}
+	db, err := store.OpenExisting(c.DB)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	r, _, err := Stored(db, c.Ref)
+	return r, err
+}
+
+func readFile(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errkind.Errorf(ErrInvalid, "disrupt report: %v (give the JSON file `disrupt run -o` wrote, or a stored run)", err)
+	}
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil || r.Name == "" {
+		return nil, errkind.Errorf(ErrInvalid, "disrupt report: %s is not a disruption result (written by `cnibench disrupt run -o FILE`)", path)
+	}
+	if r.Schema != Schema {
+		return nil, errkind.Errorf(ErrInvalid, "disrupt report: %s has schema %q; this cnibench reads %q", path, r.Schema, Schema)
+	}
+	return &r, nil
 }
 
 func writeJSON(w io.Writer, r *Result) error {

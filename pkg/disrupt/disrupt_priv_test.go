@@ -3,6 +3,7 @@ package disrupt
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func mustSpec(t *testing.T, text string) *Spec {
@@ -518,5 +520,81 @@ func TestPrivProbeRunsUntilStopped(t *testing.T) {
 				t.Fatalf("%s: request %d: %+v", kind, i, r)
 			}
 		}
+	}
+}
+
+// A run that fails before any arm is measured (here: interrupted before
+// its lab is up) stores nothing: the database holds no run, and no lab is
+// left behind.
+func TestPrivFailedEarlyStoresNothing(t *testing.T) {
+	testns.NeedRoot(t)
+	t.Setenv("CNIBENCH_STATE_DIR", t.TempDir())
+	path := filepath.Join(t.TempDir(), "r.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := &RunCommand{Ref: "blackhole-resolution", DB: path, Version: "test"}
+	var out, log bytes.Buffer
+	if err := c.Run(ctx, &out, &log); err == nil {
+		t.Fatal("a cancelled run succeeded")
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if runs, err := db.Runs(); err != nil || len(runs) != 0 {
+		t.Errorf("runs stored by a run that measured nothing: %+v, %v", runs, err)
+	}
+	if strings.Contains(log.String(), "stored as run") || out.Len() > 0 {
+		t.Errorf("printed %q / %q", out.String(), log.String())
+	}
+}
+
+// A database that fails at the end loses nothing: the table is printed and
+// -o written first, the run then exits with the storage error, and the
+// failed transaction leaves no run behind. The failure is real: a trigger
+// refuses the document's insert.
+func TestPrivStoreFailureKeepsTheResult(t *testing.T) {
+	testns.NeedRoot(t)
+	t.Setenv("CNIBENCH_STATE_DIR", t.TempDir())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// The store's SQLite driver, registered by pkg/store.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TRIGGER refuse BEFORE INSERT ON documents BEGIN SELECT RAISE(ABORT, 'injected failure'); END`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	spec := filepath.Join(dir, "bh.yaml")
+	if err := os.WriteFile(spec, []byte("name: t\ndescription: d\nsettle: 500ms\nspacing: 1500ms\nevents: [{kind: blackhole, duration: 200ms}]\narms: [{name: veth, topology: veth}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(dir, "r.json")
+	var out, log bytes.Buffer
+	err = (&RunCommand{Ref: spec, JSON: js, DB: path, Version: "test"}).Run(context.Background(), &out, &log)
+	if err == nil || !strings.Contains(err.Error(), "was not stored") || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("run with a failing database: %v\n%s", err, log.String())
+	}
+	if !strings.Contains(out.String(), "blackhole") {
+		t.Errorf("the table was not printed:\n%s", out.String())
+	}
+	if _, err := os.Stat(js); err != nil {
+		t.Errorf("-o not written: %v", err)
+	}
+	db, err = store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if runs, err := db.Runs(); err != nil || len(runs) != 0 {
+		t.Errorf("a failed save left runs: %+v, %v", runs, err)
 	}
 }

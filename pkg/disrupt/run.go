@@ -74,7 +74,7 @@ func (o Options) logf(format string, a ...any) {
 // Run builds each arm's lab, runs its probes while the events fire, and
 // tears the lab down on every path out. Arms run one after another.
 func Run(ctx context.Context, s *Spec, o Options) (*Result, error) {
-	res := &Result{Schema: Schema, Name: s.Name, Description: s.Description, Started: time.Now().UTC(), Baseline: s.Baseline}
+	res := &Result{Schema: Schema, Name: s.Name, Description: s.Description, Started: time.Now().UTC(), Spec: s.text, Baseline: s.Baseline}
 	for i := range s.Arms {
 		ar, err := runArm(ctx, s, &s.Arms[i], o)
 		if ar != nil {

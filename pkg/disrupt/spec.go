@@ -56,6 +56,8 @@ type Spec struct {
 	Arms     []ArmSpec   `yaml:"arms"`
 
 	dir string
+	// text is the experiment as Load read it, kept with the result.
+	text string
 }
 
 // ProbeYAML is one probe of a Spec.
@@ -116,7 +118,7 @@ func Load(ref string) (*Spec, error) {
 	if err != nil {
 		return nil, errkind.Errorf(ErrInvalid, "%s: %v", ref, err)
 	}
-	s.dir = dir
+	s.dir, s.text = dir, string(data)
 	if err := s.Check(); err != nil {
 		return nil, errkind.Errorf(ErrInvalid, "%s: %v", ref, err)
 	}

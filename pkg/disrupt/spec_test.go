@@ -93,16 +93,16 @@ func TestReportRefusals(t *testing.T) {
 	old := filepath.Join(dir, "old.json")
 	os.WriteFile(old, bytes.Replace(b.Bytes(), []byte(Schema), []byte("cnibench.disruption/v0"), 1), 0o644)
 	for _, c := range []ReportCommand{
-		{File: good, Format: "pdf"},
-		{File: filepath.Join(dir, "none.json"), Format: "text"},
-		{File: old, Format: "text"},
+		{Ref: good, Format: "pdf"},
+		{Ref: filepath.Join(dir, "none.json"), Format: "text"},
+		{Ref: old, Format: "text"},
 	} {
 		if err := c.Run(&bytes.Buffer{}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", c, err)
 		}
 	}
 	out := filepath.Join(dir, "page.html")
-	if err := (&ReportCommand{File: good, Format: "html", Output: out}).Run(nil); err != nil {
+	if err := (&ReportCommand{Ref: good, Format: "html", Output: out}).Run(nil); err != nil {
 		t.Fatal(err)
 	}
 	page, _ := os.ReadFile(out)
@@ -110,7 +110,7 @@ func TestReportRefusals(t *testing.T) {
 		t.Error("the page has no chart")
 	}
 	var text bytes.Buffer
-	if err := (&ReportCommand{File: good, Format: "text"}).Run(&text); err != nil || !strings.Contains(text.String(), "endpoint-change") {
+	if err := (&ReportCommand{Ref: good, Format: "text"}).Run(&text); err != nil || !strings.Contains(text.String(), "endpoint-change") {
 		t.Errorf("text: %v\n%s", err, text.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
@@ -102,7 +103,9 @@ func columnsFor(models []*Model) []Column {
 			if len(sizes) > 1 {
 				parts = append(parts, FormatSize(g.Size))
 			}
-			if shape == ShapeThroughput || mt.Name != primary(g.Test).Name {
+			// A disruption event's five figures are all named: its
+			// test says which event, not which figure.
+			if shape == ShapeThroughput || mt.Name != primary(g.Test).Name || result.IsDisruptionTest(g.Test) {
 				parts = append(parts, mt.Label)
 			}
 			col.Header = fmt.Sprintf("%s (%s)", strings.Join(parts, " "), col.Unit)

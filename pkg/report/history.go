@@ -44,8 +44,10 @@ type History struct {
 
 // HistoryRun is one stored run of the experiment.
 type HistoryRun struct {
-	ID      int64              `json:"id"`
-	Name    string             `json:"name"`
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	// Kind is the run's kind: lab (cnibench run), k8s, disrupt, …
+	Kind    string             `json:"kind"`
 	Started time.Time          `json:"started"`
 	Host    result.Fingerprint `json:"host"`
 	// Changed lists what of the fingerprint differs from the previous
@@ -116,7 +118,7 @@ func BuildHistory(experiment string, in []Input, opt stats.EDivisiveOptions) *Hi
 	// runs' history took 2.7 s on one).
 	parallel(len(sorted), func(i int) { models[i] = Options{cellsOnly: true}.Analyze(sorted[i].Run, sorted[i].Samples) })
 	for i, x := range sorted {
-		hr := HistoryRun{ID: x.Run.ID, Name: x.Run.Name, Started: x.Run.Started.UTC(), Host: x.Run.Host, Changed: []string{}}
+		hr := HistoryRun{ID: x.Run.ID, Name: x.Run.Name, Kind: x.Run.Kind, Started: x.Run.Started.UTC(), Host: x.Run.Host, Changed: []string{}}
 		if i > 0 {
 			hr.Changed = fingerprintDiff(sorted[i-1].Run.Host, x.Run.Host)
 		}
@@ -320,7 +322,7 @@ func (h *History) hostGrid() Table {
 
 func writeHistoryText(w io.Writer, h *History) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "History of experiment %s: %d stored runs", h.Experiment, len(h.Runs))
+	fmt.Fprintf(&b, "History of experiment %s: %d stored runs%s", h.Experiment, len(h.Runs), h.kindsText())
 	if n := len(h.Runs); n > 0 {
 		fmt.Fprintf(&b, ", %s … %s", h.Runs[0].Started.Format("2006-01-02 15:04Z"), h.Runs[n-1].Started.Format("2006-01-02 15:04Z"))
 	}
@@ -359,6 +361,30 @@ func writeHistoryText(w io.Writer, h *History) error {
 	return err
 }
 
+// kindsText names the runs' kinds, " (disrupt)" or " (lab 3, disrupt 2)";
+// "" when every run is a lab run (cnibench run), the history most have.
+func (h *History) kindsText() string {
+	var kinds []string
+	n := map[string]int{}
+	for _, r := range h.Runs {
+		if n[r.Kind] == 0 {
+			kinds = append(kinds, r.Kind)
+		}
+		n[r.Kind]++
+	}
+	switch {
+	case len(kinds) == 0 || (len(kinds) == 1 && kinds[0] == store.KindLab):
+		return ""
+	case len(kinds) == 1:
+		return " (" + kinds[0] + ")"
+	}
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n[k]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
 func writeHistoryHTML(w io.Writer, h *History) error {
 	var b strings.Builder
 	title := "cnibench history: " + h.Experiment
@@ -378,8 +404,8 @@ func writeHistoryHTML(w io.Writer, h *History) error {
 		fmt.Fprintf(&b, "<figcaption>%s: %s.</figcaption>\n</figure>\n", esc(s.name()), esc(cp))
 	}
 	if n := len(h.Runs); n > 0 {
-		fmt.Fprintf(&b, "<h2>Runs and hosts</h2>\n<p class=\"legend\">%d runs, %s … %s; a new row starts where the host fingerprint changed.</p>\n",
-			n, esc(h.Runs[0].Started.Format("2006-01-02 15:04Z")), esc(h.Runs[n-1].Started.Format("2006-01-02 15:04Z")))
+		fmt.Fprintf(&b, "<h2>Runs and hosts</h2>\n<p class=\"legend\">%d runs%s, %s … %s; a new row starts where the host fingerprint changed.</p>\n",
+			n, esc(h.kindsText()), esc(h.Runs[0].Started.Format("2006-01-02 15:04Z")), esc(h.Runs[n-1].Started.Format("2006-01-02 15:04Z")))
 	}
 	htmlTable(&b, h.hostGrid())
 	b.WriteString("</body>\n</html>\n")

@@ -134,3 +134,45 @@ func TestHistoryShortAndGaps(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// A history names its runs' kinds when they are not all lab runs (whose
+// text stays as it was: the goldens above), and a disruption experiment's
+// runs give a series per event figure.
+func TestHistoryNamesKinds(t *testing.T) {
+	in := historyRuns()
+	in[0].Run.Kind, in[1].Run.Kind = "disrupt", "disrupt"
+	var txt bytes.Buffer
+	if err := WriteHistory(&txt, FormatTable, BuildHistory("nightly", in, stats.EDivisiveOptions{})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "30 stored runs (disrupt 2, lab 28)") {
+		t.Errorf("mixed kinds not named:\n%s", txt.String())
+	}
+	var runs []Input
+	for i := 0; i < 3; i++ {
+		started := t0.Add(time.Duration(i) * time.Hour)
+		run := &store.Run{ID: int64(i + 1), Name: fmt.Sprint("d", i), ExperimentName: "bh", Kind: "disrupt", Baseline: "veth",
+			Complete: true, Started: started, Arms: []store.Arm{{Name: "veth", Topology: "veth", Engine: "builtin"}}}
+		test := result.DisruptionTest("udp-rr", "blackhole")
+		r := result.New(result.Tool{Name: "cnibench"}, test, 0)
+		r.Disruption = &result.Disruption{Probe: "udp-rr", Event: "blackhole", LongestGapMs: 200 + float64(i), Lost: 200}
+		runs = append(runs, Input{Run: run, Samples: []store.Sample{{RunID: run.ID, Arm: "veth", Engine: "builtin", Test: test, Result: r}}})
+	}
+	h := BuildHistory("bh", runs, stats.EDivisiveOptions{})
+	if h.Runs[0].Kind != "disrupt" {
+		t.Errorf("run kind %q", h.Runs[0].Kind)
+	}
+	var gap *HistorySeries
+	for i, s := range h.Series {
+		if s.Metric == "longest_gap_ms" {
+			gap = &h.Series[i]
+		}
+	}
+	if gap == nil || len(gap.Points) != 3 || *gap.Points[2].Median != 202 {
+		t.Fatalf("no gap series: %+v", h.Series)
+	}
+	txt.Reset()
+	if err := WriteHistory(&txt, FormatTable, h); err != nil || !strings.Contains(txt.String(), "3 stored runs (disrupt)") {
+		t.Errorf("%v\n%s", err, txt.String())
+	}
+}

@@ -71,12 +71,22 @@ var (
 	mControlPlane = fromResult("control_plane_ms", "latency", "control_plane.latency_ns", "control_plane")
 	mClientCPULat = metric{Metric: mClientCPU.Metric, Label: "client CPU", missingPaths: mClientCPU.missingPaths}
 	mServerCPULat = metric{Metric: mServerCPU.Metric, Label: "server CPU", missingPaths: mServerCPU.missingPaths}
+	// `disrupt run`: one event as one probe saw it.
+	mGap        = fromResult("longest_gap_ms", "longest gap", "disruption.longest_gap_ms", "disruption")
+	mLost       = fromResult("lost", "lost", "disruption.lost", "disruption")
+	mRecover    = fromResult("recover_ms", "recovery", "disruption.recover_ms", "disruption")
+	mEventP99   = fromResult("p99_us", "p99 in the window", "disruption.p99_us", "disruption")
+	mAgentCPU   = fromResult("agent_cpu_ms", "agent CPU", "disruption.agent_cpu_ms", "disruption")
+	disruptions = []metric{mGap, mLost, mRecover, mEventP99, mAgentCPU}
 )
 
 // primary is the metric the latency-shape table shows for a test.
 func primary(test string) metric {
 	if slices.Contains(result.ControlPlaneTests, test) {
 		return mControlPlane
+	}
+	if result.IsDisruptionTest(test) {
+		return mGap
 	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
@@ -96,6 +106,9 @@ var throughputColumns = []metric{mSendMbps, mRecvMbps, mSenderGB, mReceiverGB, m
 func allMetrics(test string) []metric {
 	if slices.Contains(result.ControlPlaneTests, test) {
 		return []metric{mControlPlane}
+	}
+	if result.IsDisruptionTest(test) {
+		return disruptions
 	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
@@ -147,6 +160,9 @@ func tableMetricsFor(shape, test string, extra []string) []metric {
 		if test == result.UDPBW {
 			mts = append(mts, mLoss)
 		}
+	} else if result.IsDisruptionTest(test) {
+		// An event's five figures, as `disrupt run` compares them.
+		mts = append(mts, disruptions...)
 	} else {
 		mts = append(mts, primary(test))
 	}

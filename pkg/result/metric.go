@@ -29,6 +29,17 @@ var Metrics = byName(
 	Metric{Name: "datapath_cpu_us_per_txn", Unit: "CPU-us/txn", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.UsPerTransaction }, 1)},
 	Metric{Name: "datapath_cpu_s_per_gb", Unit: "CPU-s/GB", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.SecondsPerGB }, 1)},
 	Metric{Name: "control_plane_ms", Unit: "ms", Get: get(controlPlane, func(c *ControlPlane) *float64 { return c.LatencyNs }, 1e6)},
+	// A disruption event's figures, as pkg/disrupt compares them.
+	Metric{Name: "longest_gap_ms", Unit: "ms", Get: get(disruption, func(d *Disruption) *float64 { return &d.LongestGapMs }, 1)},
+	Metric{Name: "lost", Unit: "requests", Get: func(r *Result) (float64, bool) {
+		if r.Disruption == nil {
+			return 0, false
+		}
+		return float64(r.Disruption.Lost), true
+	}},
+	Metric{Name: "recover_ms", Unit: "ms", Get: get(disruption, func(d *Disruption) *float64 { return d.RecoverMs }, 1)},
+	Metric{Name: "p99_us", Unit: "us", Get: get(disruption, func(d *Disruption) *float64 { return d.P99Us }, 1)},
+	Metric{Name: "agent_cpu_ms", Unit: "ms", Get: get(disruption, func(d *Disruption) *float64 { return d.AgentCPUMs }, 1)},
 	Metric{Name: "pmd_busy_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.PMDBusyPct }, 1)},
 )
 
@@ -64,6 +75,7 @@ func throughput(r *Result) *Throughput     { return r.Throughput }
 func transactions(r *Result) *Transactions { return r.Transactions }
 func udp(r *Result) *UDP                   { return r.UDP }
 func controlPlane(r *Result) *ControlPlane { return r.ControlPlane }
+func disruption(r *Result) *Disruption     { return r.Disruption }
 
 func clientCPU(r *Result) *CPUSide {
 	if r.CPU == nil {

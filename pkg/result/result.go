@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -44,6 +45,18 @@ const (
 
 // ControlPlaneTests lists the control-plane latency tests in report order.
 var ControlPlaneTests = []string{SvcLatency, NetpolDenyLatency, NetpolAllowLatency, PodReadyLatency}
+
+// A disruption run's events (`cnibench disrupt run`, see Disruption) are
+// stored as one result per event and probe, under the test
+// disrupt/<probe>/<event kind>: not engine tests either.
+const disruptionPrefix = "disrupt/"
+
+// DisruptionTest is the test name of the events of one kind seen by one
+// probe, e.g. disrupt/udp-rr/blackhole.
+func DisruptionTest(probe, event string) string { return disruptionPrefix + probe + "/" + event }
+
+// IsDisruptionTest reports whether test names a DisruptionTest.
+func IsDisruptionTest(test string) bool { return strings.HasPrefix(test, disruptionPrefix) }
 
 // ValidTest reports whether name is a known test.
 func ValidTest(name string) bool {
@@ -77,6 +90,9 @@ type Result struct {
 	// ControlPlane is one trial of a control-plane latency test
 	// (ControlPlaneTests); nil for the engine's tests.
 	ControlPlane *ControlPlane `json:"control_plane,omitempty"`
+	// Disruption is one event of a disruption run as one probe saw it
+	// (DisruptionTest); nil otherwise.
+	Disruption *Disruption `json:"disruption,omitempty"`
 	// Streams holds each stream or connection of a --parallel run; the
 	// top-level figures are their sum (rates) or merge (latency).
 	Streams []Stream `json:"streams,omitempty"`
@@ -313,6 +329,32 @@ type ControlPlane struct {
 	// Nodes are each node's latency; a node that never saw the change in
 	// time has a null latency and an error.
 	Nodes []ControlPlaneNode `json:"nodes"`
+}
+
+// Disruption is what one event did to one probe's requests (pkg/disrupt
+// measures it; its result document has the whole timeline). A figure that
+// could not be measured is null with a reason in Result.Missing under
+// disruption.<field>.
+type Disruption struct {
+	Probe string `json:"probe"`
+	Event string `json:"event"`
+	// Label is "revert" for the undo of a lasting change, judged as its
+	// kind; "" for the change itself.
+	Label string `json:"label,omitempty"`
+	// StartMs is the event's start from the probes' start.
+	StartMs float64 `json:"start_ms"`
+	// LongestGapMs is the longest run of unanswered requests in the
+	// event's window; 0 when every request was answered.
+	LongestGapMs float64 `json:"longest_gap_ms"`
+	// Lost is the requests failed or timed out in the window.
+	Lost int `json:"lost"`
+	// RecoverMs is from the event's start to the first answer after the
+	// window's last loss.
+	RecoverMs *float64 `json:"recover_ms"`
+	// P99Us is the answered requests' p99 in the window.
+	P99Us *float64 `json:"p99_us"`
+	// AgentCPUMs is the CPU the datapath agent spent on the change.
+	AgentCPUMs *float64 `json:"agent_cpu_ms"`
 }
 
 // ControlPlaneNode is one node's part of a ControlPlane trial.

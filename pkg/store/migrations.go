@@ -76,6 +76,24 @@ var migrations = []migration{
 	// still read back.
 	{sql: `ALTER TABLE runs ADD COLUMN experiment_name TEXT NOT NULL DEFAULT '';
 	CREATE INDEX runs_by_experiment ON runs(experiment_name, id);`, after: backfillExperimentNames},
+	// 5: what a run measured that is not engine samples, stored with the
+	// run so its own report renders again from the database: its result
+	// document (a disruption run's, schema cnibench.disruption/v1, less
+	// its timelines) and each arm's timelines, one row per probe (100 ms
+	// buckets with the events marked), in the order the run made them.
+	{sql: `CREATE TABLE documents (
+		run_id    INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+		schema    TEXT NOT NULL,
+		body_json TEXT NOT NULL
+	);
+	CREATE TABLE timelines (
+		run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		arm           TEXT NOT NULL,
+		seq           INTEGER NOT NULL,
+		probe         TEXT NOT NULL,
+		timeline_json TEXT NOT NULL,
+		PRIMARY KEY (run_id, arm, probe)
+	);`},
 }
 
 // migration is one schema step: SQL, then (optionally) Go that moves data.

@@ -46,7 +46,7 @@ var ErrNotFound = errors.New("run not found")
 type Run struct {
 	ID   int64
 	Name string // unique; generated as cnb-<id>-<kind> when empty
-	Kind string // lab | k8s | crosscheck | tune-verify
+	Kind string // lab | k8s | crosscheck | tune-verify | k8s-latency | disrupt …
 	// ExperimentName is the name field of the experiment the run ran
 	// ("" for runs that had none, such as a k8s run's command line): what
 	// `history` groups runs by.
@@ -173,6 +173,25 @@ func (d *DB) Close() error { return d.db.Close() }
 // CreateRun inserts r with its arms, sets r.ID (and r.Name if empty) and
 // returns the id.
 func (d *DB) CreateRun(r *Run) (int64, error) {
+	tx, err := d.db.Begin()
+	if err != nil {
+		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	id, err := d.insertRun(tx, r)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
+	}
+	r.ID = id
+	return id, nil
+}
+
+// insertRun inserts r (defaults filled in) and its arms within tx and
+// returns the new id.
+func (d *DB) insertRun(tx *sql.Tx, r *Run) (int64, error) {
 	if r.Kind == "" {
 		r.Kind = KindLab
 	}
@@ -193,11 +212,6 @@ func (d *DB) CreateRun(r *Run) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
 	}
-	tx, err := d.db.Begin()
-	if err != nil {
-		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
-	}
-	defer tx.Rollback() // no-op after Commit
 	// RETURNING rather than LastInsertId, which PostgreSQL's driver lacks.
 	var id int64
 	err = tx.QueryRow(d.d.rebind(`INSERT INTO runs(name, kind, experiment_name, experiment, baseline, started, finished, complete, status, host_json, labels_json)
@@ -219,10 +233,6 @@ func (d *DB) CreateRun(r *Run) (int64, error) {
 			return 0, fmt.Errorf("create run %q: arm %q: %w", r.Name, a.Name, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("create run %q: %w", r.Name, err)
-	}
-	r.ID = id
 	return id, nil
 }
 
@@ -238,7 +248,14 @@ func checkName(name string) error {
 }
 
 // AddSample stores one sample of a run.
-func (d *DB) AddSample(s *Sample) error {
+func (d *DB) AddSample(s *Sample) error { return d.insertSample(d.db, s) }
+
+// execer is what inserts run in: the database, or one transaction.
+type execer interface {
+	Exec(q string, args ...any) (sql.Result, error)
+}
+
+func (d *DB) insertSample(ex execer, s *Sample) error {
 	var res any // NULL when the measurement failed
 	if s.Result != nil {
 		b, err := json.Marshal(s.Result)
@@ -247,7 +264,7 @@ func (d *DB) AddSample(s *Sample) error {
 		}
 		res = string(b)
 	}
-	_, err := d.exec(`INSERT INTO samples(run_id, seq, arm, engine, test, msg_size, repeat, result_json, error) VALUES(?,?,?,?,?,?,?,?,?)`,
+	_, err := ex.Exec(d.d.rebind(`INSERT INTO samples(run_id, seq, arm, engine, test, msg_size, repeat, result_json, error) VALUES(?,?,?,?,?,?,?,?,?)`),
 		s.RunID, s.Seq, s.Arm, s.Engine, s.Test, s.MsgSize, s.Repeat, res, s.Error)
 	if err != nil {
 		return fmt.Errorf("store sample %d of run %d: %w", s.Seq, s.RunID, err)
