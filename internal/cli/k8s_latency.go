@@ -44,5 +44,6 @@ func newK8sLatencyAgentCmd() *cobra.Command {
 	agent.Flags().StringArrayVar(&a.Targets, "target", nil, "NAME=HOST:PORT to connect to every 5ms (repeatable)")
 	agent.Flags().BoolVar(&a.UntilOK, "until-ok", false, "exit once every target has answered")
 	agent.Flags().DurationVar(&a.Deadline, "deadline", 0, "with --until-ok: give up after this long")
+	agent.Flags().StringVar(&a.KubeProxyMetrics, "kube-proxy-metrics", "", "instead: print kube-proxy's sync counters from HOST:PORT/metrics as JSON lines (k8s latency's watcher pods)")
 	return agent
 }

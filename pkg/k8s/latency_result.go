@@ -201,7 +201,7 @@ func LatencySample(runID int64, seq int, t Trial, version string) *store.Sample 
 	r.Start = t.CreatedAt
 	r.DurationSeconds = *t.LatencyNs / 1e9
 	r.ControlPlane = &result.ControlPlane{Object: latencyObject(t.Test), SentAt: t.SentAt, CreatedAt: t.CreatedAt,
-		LatencyNs: t.LatencyNs, Nodes: t.Nodes}
+		LatencyNs: t.LatencyNs, Nodes: t.Nodes, KubeProxyFullSync: t.KubeProxyFullSync}
 	s.Result = r
 	return s
 }
@@ -309,6 +309,7 @@ func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
 	fmt.Fprintf(log, "stored %d trial(s) as run %d (%s) in %s; compare two such runs with: cnibench compare %s <other run>\n",
 		len(trials), stored.RunID, stored.Name, db.Path(), stored.Name)
 	sums := SummarizeLatency(trials)
+	split, kp := SplitByKubeProxySync(trials), SummarizeKubeProxy(trials)
 	if c.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -317,10 +318,20 @@ func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
 			Run     string         `json:"run"`
 			Cluster *Cluster       `json:"cluster"`
 			Summary []LatencyStats `json:"summary"`
-			Trials  []Trial        `json:"trials"`
-		}{"cnibench.k8s-latency/v1", stored.Name, cl, sums, trials})
+			// BySync and KubeProxy: the Service trials by what kube-proxy
+			// did (latency_proxy.go).
+			BySync    []LatencyStats       `json:"by_kube_proxy_sync,omitempty"`
+			KubeProxy []KubeProxyFullSyncs `json:"kube_proxy,omitempty"`
+			Trials    []Trial              `json:"trials"`
+		}{"cnibench.k8s-latency/v1", stored.Name, cl, sums, split, kp, trials})
 	} else {
-		err = WriteLatencyTable(out, sums)
+		err = WriteLatencyTable(out, append(sums, split...))
+		for _, k := range kp {
+			if err == nil && k.MedianS != nil {
+				_, err = fmt.Fprintf(out, "kube-proxy on %s: %d full syncs seen, median interval %.1f s [%.1f, %.1f]\n",
+					k.Node, k.Seen, *k.MedianS, k.MedianCI.Low, k.MedianCI.High)
+			}
+		}
 	}
 	return errors.Join(runErr, err)
 }

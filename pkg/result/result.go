@@ -313,6 +313,11 @@ type ControlPlane struct {
 	// Nodes are each node's latency; a node that never saw the change in
 	// time has a null latency and an error.
 	Nodes []ControlPlaneNode `json:"nodes"`
+	// KubeProxyFullSync says whether kube-proxy on the slowest node
+	// finished a full sync between the create and that node's datapath
+	// seeing it (its own metrics, ControlPlaneNode.KubeProxy); nil when
+	// not known.
+	KubeProxyFullSync *bool `json:"kube_proxy_full_sync,omitempty"`
 }
 
 // ControlPlaneNode is one node's part of a ControlPlane trial.
@@ -326,6 +331,51 @@ type ControlPlaneNode struct {
 	// CreatedAt when none did.
 	ResolutionNs *float64 `json:"resolution_ns,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// KubeProxy is what the node's kube-proxy did during the trial, from
+	// its Prometheus metrics read before and after; absent when not read.
+	KubeProxy *KubeProxySyncs `json:"kube_proxy,omitempty"`
+}
+
+// KubeProxySyncs is one node's kube-proxy during one trial: the syncs it
+// finished between two reads of its metrics, the first taken before the
+// create's request left, the last after the node's datapath saw the change.
+// Times are ms from the trial's CreatedAt, kube-proxy's own timestamps.
+type KubeProxySyncs struct {
+	// FromMs and ToMs are when the bounding reads were taken.
+	FromMs float64 `json:"from_ms"`
+	ToMs   float64 `json:"to_ms"`
+	// FullSyncs and PartialSyncs count the syncs in the window that had
+	// started by the time the node's datapath saw the change (all in the
+	// window when it never did): those that may have programmed it.
+	FullSyncs    int `json:"full_syncs"`
+	PartialSyncs int `json:"partial_syncs"`
+	// Syncs are every sync that ended in the window, in order.
+	Syncs []KubeProxySync `json:"syncs,omitempty"`
+	// LastFullMs is when the latest full sync before the window ended;
+	// nil when none ended since the metrics were first read.
+	LastFullMs *float64 `json:"last_full_ms,omitempty"`
+	// ProgrammingCount and ProgrammingMeanMs are kube-proxy's own
+	// network-programming latency observations in the window
+	// (kubeproxy_network_programming_duration_seconds).
+	ProgrammingCount  int      `json:"programming_count"`
+	ProgrammingMeanMs *float64 `json:"programming_mean_ms,omitempty"`
+	// Error says why there is no count (the metrics could not be read).
+	Error string `json:"error,omitempty"`
+}
+
+// KubeProxySync is one or more syncs of one kind that ended between two
+// consecutive reads of kube-proxy's metrics.
+type KubeProxySync struct {
+	Kind  string `json:"kind"` // full or partial
+	Count int    `json:"count"`
+	// EndMs is kube-proxy's last-sync timestamp at the read after them:
+	// the end of the latest sync of any kind (of this one when Count is 1
+	// and no other kind ended between the two reads).
+	EndMs float64 `json:"end_ms"`
+	// DurationMs is their mean duration.
+	DurationMs float64 `json:"duration_ms"`
+	// BeforeDatapath: it started before the node's datapath saw the change.
+	BeforeDatapath bool `json:"before_datapath"`
 }
 
 // Fingerprint describes one host. Empty strings mean "could not be read";
