@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,9 @@ func LatencyTrial(test string, n int, nodes []string, byNode map[string][]Edge, 
 	if !ok {
 		want = "refusal"
 	}
-	var slowest float64
+	// Every node may have seen the change before the create's answer
+	// arrived: the slowest is then negative, not 0.
+	slowest := math.Inf(-1)
 	var failed []string
 	for _, node := range nodes {
 		nl := result.ControlPlaneNode{Node: node}
