@@ -32,6 +32,7 @@ with 'cnibench compare A B'.`
 	f.BoolVar(&c.JSON, "json", false, "print every trial and the distributions as JSON")
 	f.BoolVar(&c.Keep, "keep", false, "leave the run's objects for debugging")
 	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
+	f.StringArrayVar(&c.Summarize, "summarize", nil, "instead of measuring: a --json document's Service trials by kube-proxy's syncs; given twice, the second judged against the first per group")
 	return cmd
 }
 

@@ -110,10 +110,10 @@ type Trial struct {
 	// change, or (Missing) why the kind cannot be measured here.
 	Error   string `json:"error,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
-	// KubeProxyFullSync (Service trials): whether kube-proxy on the
-	// slowest node finished a full sync between the create and its
-	// datapath seeing the Service; each node's figures are in Nodes.
-	KubeProxyFullSync *bool `json:"kube_proxy_full_sync,omitempty"`
+	// KubeProxySync (Service trials): what kube-proxy on the slowest node
+	// did between the create and its datapath seeing the Service
+	// (result.ControlPlane.KubeProxySync); each node's figures are in Nodes.
+	KubeProxySync string `json:"kube_proxy_sync,omitempty"`
 }
 
 // latencyRun is one Latency call's state.

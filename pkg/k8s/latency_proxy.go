@@ -186,12 +186,9 @@ func ParseKubeProxySnapshots(b []byte) []KubeProxySnapshot {
 
 // KubeProxySyncsIn is what kube-proxy did in one trial on one node, from
 // the watcher's snapshots (in the order printed): the window runs from the
-// last read before sent to the first read at or after seen (the node's
-// datapath seeing the change; the trial's end when it never did); a sync
-// counts as before the datapath when it started (kube-proxy's end stamp
-// minus its duration) no later than seen plus one probe interval (the
-// probe's own resolution). ok is false when the node's datapath never saw
-// the change.
+// last read before sent to the first read KubeProxyStampLag after seen
+// (the node's datapath seeing the change; the trial's end when it never
+// did, ok false); its syncs are counted as CountSyncsBetween says.
 func KubeProxySyncsIn(snaps []KubeProxySnapshot, sent, created, seen time.Time, ok bool) *result.KubeProxySyncs {
 	ms := func(ns int64) float64 { return float64(ns-created.UnixNano()) / 1e6 }
 	from, to := -1, -1
@@ -199,7 +196,7 @@ func KubeProxySyncsIn(snaps []KubeProxySnapshot, sent, created, seen time.Time, 
 		if s.At <= sent.UnixNano() {
 			from = i
 		}
-		if to < 0 && s.At >= seen.UnixNano() {
+		if to < 0 && s.At >= seen.Add(KubeProxyStampLag).UnixNano() {
 			to = i
 		}
 	}
@@ -222,38 +219,67 @@ func KubeProxySyncsIn(snaps []KubeProxySnapshot, sent, created, seen time.Time, 
 			break
 		}
 	}
-	limit := seen.Add(ProbeInterval).UnixNano()
 	prev := snaps[from]
 	for _, s := range snaps[from+1 : to+1] {
 		if s.Err != "" {
 			continue // a failed read in between: the next good one covers it
 		}
 		endNs := int64(math.Round(s.LastSync * 1e9))
-		add := func(kind string, n uint64, sum float64, count *int) {
-			if n == 0 {
-				return
-			}
-			// A sync writes its rules before it stamps its end: one that
-			// started by the time the datapath saw the change may be what
-			// it saw.
-			dur := sum / float64(n)
-			before := !ok || endNs-int64(dur*1e9) <= limit
-			k.Syncs = append(k.Syncs, result.KubeProxySync{Kind: kind, Count: int(n), EndMs: ms(endNs),
-				DurationMs: dur * 1e3, BeforeDatapath: before})
-			if before {
-				*count += int(n)
+		add := func(kind string, n uint64, sum float64) {
+			if n > 0 {
+				k.Syncs = append(k.Syncs, result.KubeProxySync{Kind: kind, Count: int(n), EndMs: ms(endNs), DurationMs: sum / float64(n) * 1e3})
 			}
 		}
-		add("full", s.Full-prev.Full, s.FullSum-prev.FullSum, &k.FullSyncs)
-		add("partial", s.Partial-prev.Partial, s.PartialSum-prev.PartialSum, &k.PartialSyncs)
+		add("full", s.Full-prev.Full, s.FullSum-prev.FullSum)
+		add("partial", s.Partial-prev.Partial, s.PartialSum-prev.PartialSum)
 		prev = s
 	}
+	var seenMs *float64
+	if ok {
+		v := ms(seen.UnixNano())
+		seenMs = &v
+	}
+	CountSyncsBetween(k, ms(sent.UnixNano()), seenMs)
 	last := snaps[to]
 	if n := last.Programming - snaps[from].Programming; n > 0 {
 		mean := (last.ProgSum - snaps[from].ProgSum) / float64(n) * 1e3
 		k.ProgrammingCount, k.ProgrammingMeanMs = int(n), &mean
 	}
 	return k
+}
+
+// KubeProxyStampLag bounds how long after the rules take effect kube-proxy
+// stamps a sync's end (kubeproxy_sync_proxy_rules_last_timestamp_seconds
+// is set right after iptables-restore or the nft transaction returns): on
+// k8slab at 10,000 Services the sync whose stamp came next after a node's
+// datapath saw the Service stamped 5 ms before to 90 ms after it, in both
+// modes. A sync's start cannot tell it instead: its duration also covers
+// the work after the stamp (conntrack cleanup), so end − duration comes
+// out too early by an unknown amount.
+const KubeProxyStampLag = 150 * time.Millisecond
+
+// CountSyncsBetween marks the syncs of k that programmed the change and
+// counts them: those kube-proxy stamped within two probe intervals before
+// and KubeProxyStampLag after the node's datapath saw it (seenMs); nil
+// seenMs (never seen): every sync stamped after the request left (sentMs).
+// Times in ms from created.
+func CountSyncsBetween(k *result.KubeProxySyncs, sentMs float64, seenMs *float64) {
+	k.FullSyncs, k.PartialSyncs = 0, 0
+	for i := range k.Syncs {
+		s := &k.Syncs[i]
+		if seenMs == nil {
+			s.Between = s.EndMs >= sentMs
+		} else {
+			s.Between = s.EndMs >= *seenMs-2*float64(ProbeInterval)/1e6 && s.EndMs <= *seenMs+float64(KubeProxyStampLag)/1e6
+		}
+		switch {
+		case !s.Between:
+		case s.Kind == "full":
+			k.FullSyncs += s.Count
+		default:
+			k.PartialSyncs += s.Count
+		}
+	}
 }
 
 // proxyWatcherPod is the kube-proxy watcher for one node: the host network
@@ -295,8 +321,8 @@ func (lr *latencyRun) startProxyWatchers(ctx context.Context) (pods, why map[str
 }
 
 // proxySyncs adds to t, per node, what kube-proxy did during it: it waits
-// (up to a few heartbeats) until each watcher has read past the node's
-// instant, then reads its log.
+// (up to a few heartbeats) until each watcher has read KubeProxyStampLag
+// past the node's instant, then reads its log.
 func (lr *latencyRun) proxySyncs(ctx context.Context, t *Trial, pods, why map[string]string) error {
 	end := time.Now()
 	for i := range t.Nodes {
@@ -316,70 +342,82 @@ func (lr *latencyRun) proxySyncs(ctx context.Context, t *Trial, pods, why map[st
 				return false, fmt.Errorf("read the log of kube-proxy watcher %s: %w", pods[nd.Node], err)
 			}
 			snaps = ParseKubeProxySnapshots(b)
-			return len(snaps) > 0 && snaps[len(snaps)-1].At >= seen.UnixNano(), nil
+			return len(snaps) > 0 && snaps[len(snaps)-1].At >= seen.Add(KubeProxyStampLag).UnixNano(), nil
 		})
 		if err != nil && !errors.Is(err, errPollTimeout) {
 			return err
 		}
 		nd.KubeProxy = KubeProxySyncsIn(snaps, t.SentAt, t.CreatedAt, seen, ok)
 	}
-	t.KubeProxyFullSync = slowestFullSync(*t)
+	t.KubeProxySync = slowestSync(*t)
 	return nil
 }
 
-// slowestFullSync says whether a full sync stood between the create and
-// the datapath on the slowest node (the one the trial's latency is); nil
-// without a latency or without that node's kube-proxy figures.
-func slowestFullSync(t Trial) *bool {
+// Groups of a Service trial by what kube-proxy did on the slowest node
+// (result.ControlPlane.KubeProxySync).
+const (
+	SyncFull    = "full"
+	SyncPartial = "partial"
+	SyncNone    = "none"
+)
+
+// slowestSync says what stood between the create and the datapath on the
+// slowest node (the one the trial's latency is): a full sync, partial ones
+// only, or none; "" without a latency or that node's kube-proxy figures.
+func slowestSync(t Trial) string {
 	if t.LatencyNs == nil {
-		return nil
+		return ""
 	}
 	for _, nd := range t.Nodes {
 		if nd.LatencyNs != nil && *nd.LatencyNs == *t.LatencyNs {
-			if nd.KubeProxy == nil || nd.KubeProxy.Error != "" {
-				return nil
+			switch k := nd.KubeProxy; {
+			case k == nil || k.Error != "":
+				return ""
+			case k.FullSyncs > 0:
+				return SyncFull
+			case k.PartialSyncs > 0:
+				return SyncPartial
 			}
-			full := nd.KubeProxy.FullSyncs > 0
-			return &full
+			return SyncNone
 		}
 	}
-	return nil
+	return ""
 }
 
-// Groups of SplitByKubeProxySync.
-const (
-	SyncGroupFull    = "full sync between"
-	SyncGroupPartial = "partial syncs only"
-	SyncGroupUnknown = "kube-proxy not read"
-)
+// syncGroups names SplitByKubeProxySync's groups, in its order.
+var syncGroups = []struct{ key, name string }{
+	{SyncPartial, "partial syncs only"},
+	{SyncFull, "full sync between"},
+	// No sync at all: the ClusterIP answered with rules kube-proxy had
+	// not rewritten since the previous trial, so the "deleted" state the
+	// trial started from was not the Service's removal from the datapath.
+	{SyncNone, "no sync between"},
+	{"", "kube-proxy not read"},
+}
 
 // SplitByKubeProxySync is the Service trials' distribution in groups by
 // what kube-proxy did on the slowest node between the create and its
-// datapath (result.ControlPlane.KubeProxyFullSync): each group's Test is
+// datapath (Trial.KubeProxySync): each group's Test is
 // "svc_latency: <group>"; a group with no trial is left out.
 func SplitByKubeProxySync(trials []Trial) []LatencyStats {
-	by := map[string][]Trial{}
-	for _, t := range trials {
-		if t.Test != result.SvcLatency || t.LatencyNs == nil {
-			continue
-		}
-		g := SyncGroupUnknown
-		if t.KubeProxyFullSync != nil {
-			g = SyncGroupPartial
-			if *t.KubeProxyFullSync {
-				g = SyncGroupFull
-			}
-		}
-		by[g] = append(by[g], t)
-	}
 	var out []LatencyStats
-	for _, g := range []string{SyncGroupPartial, SyncGroupFull, SyncGroupUnknown} {
-		if len(by[g]) == 0 {
-			continue
+	for _, g := range syncGroups {
+		if ts := syncGroup(trials, g.key); len(ts) > 0 {
+			s := SummarizeLatency(ts)[0]
+			s.Test = result.SvcLatency + ": " + g.name
+			out = append(out, s)
 		}
-		s := SummarizeLatency(by[g])[0]
-		s.Test = result.SvcLatency + ": " + g
-		out = append(out, s)
+	}
+	return out
+}
+
+// syncGroup is the Service trials with a latency in group key.
+func syncGroup(trials []Trial, key string) []Trial {
+	var out []Trial
+	for _, t := range trials {
+		if t.Test == result.SvcLatency && t.LatencyNs != nil && t.KubeProxySync == key {
+			out = append(out, t)
+		}
 	}
 	return out
 }

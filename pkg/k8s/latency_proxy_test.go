@@ -145,36 +145,40 @@ func TestKubeProxySyncsIn(t *testing.T) {
 		snapAt(created, 50, 2, 11, 30),         // a partial sync after the create
 		snapAt(created, 6000, 3, 11, 5990),     // a full sync: the datapath sees it at 6 s
 		snapAt(created, 6250, 3, 12, 6200),     // a partial after the datapath saw it
+		snapAt(created, 6500, 3, 12, 6200),     // a heartbeat
 	}
-	// Seen at 6.0 s: the partial at 30 ms did not do it, the full did.
+	// Seen at 6.0 s: the full sync stamped 10 ms before did it; the
+	// partial at 30 ms and the one 200 ms after did not.
 	k := KubeProxySyncsIn(snaps, sent, created, created.Add(6*time.Second), true)
-	if k.Error != "" || k.FullSyncs != 1 || k.PartialSyncs != 1 || len(k.Syncs) != 2 {
-		t.Fatalf("%+v: want one partial and one full before the datapath", k)
+	if k.Error != "" || k.FullSyncs != 1 || k.PartialSyncs != 0 || len(k.Syncs) != 3 {
+		t.Fatalf("%+v: want the full sync only", k)
 	}
-	if k.FromMs != -200 || k.ToMs != 6000 || k.LastFullMs == nil || *k.LastFullMs != -3000 {
-		t.Errorf("window %v..%v, last full %v; want -200..6000 and -3000", k.FromMs, k.ToMs, k.LastFullMs)
+	if k.FromMs != -200 || k.ToMs != 6250 || k.LastFullMs == nil || *k.LastFullMs != -3000 {
+		t.Errorf("window %v..%v, last full %v; want -200..6250 and -3000", k.FromMs, k.ToMs, k.LastFullMs)
 	}
-	if s := k.Syncs[1]; s.Kind != "full" || math.Abs(s.EndMs-5990) > 0.001 || s.DurationMs != 5000 || !s.BeforeDatapath {
-		t.Errorf("full sync %+v", s)
+	if s := k.Syncs[1]; s.Kind != "full" || math.Abs(s.EndMs-5990) > 0.001 || s.DurationMs != 5000 || !s.Between || k.Syncs[0].Between || k.Syncs[2].Between {
+		t.Errorf("syncs %+v", k.Syncs)
 	}
-	if k.ProgrammingCount != 2 || k.ProgrammingMeanMs == nil || *k.ProgrammingMeanMs != 500 {
+	if k.ProgrammingCount != 3 || k.ProgrammingMeanMs == nil || *k.ProgrammingMeanMs != 500 {
 		t.Errorf("programming %d, %v", k.ProgrammingCount, k.ProgrammingMeanMs)
 	}
-	// Seen at 40 ms: only the partial stood between; the window ends at
-	// the first read after it, which holds no later sync.
-	k = KubeProxySyncsIn(snaps, sent, created, created.Add(40*time.Millisecond), true)
-	if k.FullSyncs != 0 || k.PartialSyncs != 1 || k.ToMs != 50 {
+	// Seen at 25 ms: the partial stamped 5 ms later did it; the window
+	// ends at the first read 150 ms after.
+	k = KubeProxySyncsIn(snaps, sent, created, created.Add(25*time.Millisecond), true)
+	if k.FullSyncs != 0 || k.PartialSyncs != 1 || k.ToMs != 6000 {
 		t.Errorf("%+v: want the partial only", k)
 	}
-	// A sync that started after the datapath saw the change is listed,
-	// not counted; one that started before and ended after is counted.
-	k = KubeProxySyncsIn(snaps, sent, created, created.Add(2*time.Millisecond), true)
-	if k.PartialSyncs != 0 || len(k.Syncs) != 1 || k.Syncs[0].BeforeDatapath {
-		t.Errorf("%+v: the partial ran 10-30ms, after the datapath's 2ms", k)
+	// Never seen: every sync stamped after the request counts.
+	k = KubeProxySyncsIn(snaps, sent, created, created.Add(6300*time.Millisecond), false)
+	if k.PartialSyncs != 2 || k.FullSyncs != 1 {
+		t.Errorf("%+v: never seen, want all three syncs", k)
 	}
-	k = KubeProxySyncsIn(snaps, sent, created, created.Add(20*time.Millisecond), true)
-	if k.PartialSyncs != 1 || !k.Syncs[0].BeforeDatapath {
-		t.Errorf("%+v: the partial ran 10-30ms, the datapath saw it at 20ms", k)
+	// The datapath answered 200 ms before kube-proxy's next sync: no
+	// sync stood between.
+	late := []KubeProxySnapshot{snaps[1], snapAt(created, 250, 2, 11, 200), snapAt(created, 500, 2, 11, 200)}
+	k = KubeProxySyncsIn(late, sent, created, created.Add(-3*time.Millisecond), true)
+	if k.Error != "" || k.PartialSyncs != 0 || len(k.Syncs) != 1 || k.Syncs[0].Between {
+		t.Errorf("%+v: the partial stamped at 200 ms is not what the datapath saw at -3 ms", k)
 	}
 	// No read before the create, or none after: an error, no count.
 	if k := KubeProxySyncsIn(snaps[2:], sent, created, created.Add(time.Second), true); !strings.Contains(k.Error, "before the create") {
@@ -196,13 +200,14 @@ func TestKubeProxySyncsIn(t *testing.T) {
 func TestLatencyServiceRecordsKubeProxySyncs(t *testing.T) {
 	fc := newFakeCluster(t, "n1", "n2")
 	dp := newFakeDatapath(fc, map[string]time.Duration{"n1": 10 * time.Millisecond, "n2": 40 * time.Millisecond})
-	// n2's kube-proxy: a partial sync 30 ms after each create, and a full
-	// one in trial 2 (ending as the datapath sees it).
+	// n2's kube-proxy (its datapath sees each Service at 40 ms): a partial
+	// sync stamped at 36 ms in trial 1, and a full one at 38 ms too in
+	// trial 2; in trial 3 no sync at all.
 	dp.proxy = func(node string, trial int, created time.Time) []proxyEvent {
-		if node != "n2" {
+		if node != "n2" || trial == 3 {
 			return nil
 		}
-		ev := []proxyEvent{{at: created.Add(30 * time.Millisecond), full: false}}
+		ev := []proxyEvent{{at: created.Add(36 * time.Millisecond), full: false}}
 		if trial == 2 {
 			ev = append(ev, proxyEvent{at: created.Add(38 * time.Millisecond), full: true})
 		}
@@ -221,23 +226,24 @@ func TestLatencyServiceRecordsKubeProxySyncs(t *testing.T) {
 		if n1 == nil || n2 == nil || n1.Error != "" || n2.Error != "" {
 			t.Fatalf("trial %d: kube-proxy %+v %+v", tr.N, n1, n2)
 		}
-		wantFull := tr.N == 2
-		if n1.FullSyncs+n1.PartialSyncs != 0 || n2.PartialSyncs != 1 || (n2.FullSyncs == 1) != wantFull {
+		want := []string{"", SyncPartial, SyncFull, SyncNone}[tr.N]
+		if n1.FullSyncs+n1.PartialSyncs != 0 || n2.PartialSyncs != map[bool]int{true: 1}[tr.N < 3] || (n2.FullSyncs == 1) != (tr.N == 2) {
 			t.Errorf("trial %d: n1 %+v, n2 %+v", tr.N, n1, n2)
 		}
-		if tr.KubeProxyFullSync == nil || *tr.KubeProxyFullSync != wantFull {
-			t.Errorf("trial %d: full sync %v, want %v", tr.N, tr.KubeProxyFullSync, wantFull)
+		if tr.KubeProxySync != want {
+			t.Errorf("trial %d: kube-proxy %q, want %q", tr.N, tr.KubeProxySync, want)
 		}
 	}
 	split := SplitByKubeProxySync(trials)
-	if len(split) != 2 || split[0].Test != "svc_latency: partial syncs only" || split[0].OK != 2 || split[1].OK != 1 {
+	if len(split) != 3 || split[0].Test != "svc_latency: partial syncs only" || split[1].Test != "svc_latency: full sync between" ||
+		split[2].Test != "svc_latency: no sync between" || split[0].OK+split[1].OK+split[2].OK != 3 {
 		t.Errorf("split %+v", split)
 	}
 	// Stored: the sample's control_plane carries it.
 	run, _ := db.GetRun(rec.Name)
 	samples, _ := db.Samples(run.ID)
 	cp := samples[1].Result.ControlPlane
-	if cp.KubeProxyFullSync == nil || !*cp.KubeProxyFullSync || cp.Nodes[1].KubeProxy == nil || cp.Nodes[1].KubeProxy.FullSyncs != 1 {
+	if cp.KubeProxySync != SyncFull || cp.Nodes[1].KubeProxy == nil || cp.Nodes[1].KubeProxy.FullSyncs != 1 {
 		b, _ := json.Marshal(cp)
 		t.Errorf("stored trial 2: %s", b)
 	}
@@ -255,11 +261,11 @@ func TestLatencyServiceWithoutKubeProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tr := range trials {
-		if tr.LatencyNs == nil || tr.KubeProxyFullSync != nil || tr.Nodes[1].KubeProxy == nil || !strings.Contains(tr.Nodes[1].KubeProxy.Error, "refused") {
+		if tr.LatencyNs == nil || tr.KubeProxySync != "" || tr.Nodes[1].KubeProxy == nil || !strings.Contains(tr.Nodes[1].KubeProxy.Error, "refused") {
 			t.Errorf("trial %+v", tr)
 		}
 	}
-	if split := SplitByKubeProxySync(trials); len(split) != 1 || split[0].Test != result.SvcLatency+": "+SyncGroupUnknown {
+	if split := SplitByKubeProxySync(trials); len(split) != 1 || split[0].Test != result.SvcLatency+": kube-proxy not read" {
 		t.Errorf("split %+v", split)
 	}
 	fc.wantClean(t)
@@ -283,5 +289,63 @@ func TestSummarizeKubeProxy(t *testing.T) {
 	}
 	if *s[0].MeanFullMs != (5000+4000+4000)/3.0 || *s[0].MeanPartial != 20 {
 		t.Errorf("means %v %v", *s[0].MeanFullMs, *s[0].MeanPartial)
+	}
+}
+
+// --summarize reads documents back, regroups their trials from each
+// node's figures, and judges B against A per group; bad input is
+// ErrInvalid naming the file.
+func TestSummarizeLatencyDocs(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, mode string, lat func(i int) (float64, int)) string {
+		var trials []Trial
+		for i := range 12 {
+			l, partial := lat(i)
+			ns := l * 1e6
+			// The counts are recomputed from the syncs: partial syncs
+			// that started 2 ms before the datapath saw the Service.
+			k := &result.KubeProxySyncs{}
+			if partial > 0 {
+				k.Syncs = []result.KubeProxySync{{Kind: "partial", Count: partial, EndMs: l - 1, DurationMs: 1}}
+			}
+			created := time.Unix(int64(100*i), 0)
+			trials = append(trials, Trial{Test: result.SvcLatency, N: i + 1, SentAt: created.Add(-time.Millisecond), CreatedAt: created, LatencyNs: &ns,
+				Nodes: []result.ControlPlaneNode{{Node: "n1", LatencyNs: &ns, KubeProxy: k}}})
+		}
+		b, _ := json.Marshal(LatencyDoc{Schema: "cnibench.k8s-latency/v1", Run: name, Cluster: &Cluster{KubeProxyMode: mode}, Trials: trials})
+		p := dir + "/" + name + ".json"
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A: every trial after one partial sync, ~2 s. B: half the trials
+	// with no sync (~0 ms), half after a sync (~8 s).
+	a := mk("a", "iptables", func(i int) (float64, int) { return 2000 + float64(i), 1 })
+	b := mk("b", "nftables", func(i int) (float64, int) {
+		if i%2 == 0 {
+			return float64(i), 0
+		}
+		return 8000 + float64(i), 2
+	})
+	var out bytes.Buffer
+	if err := SummarizeLatencyDocs(&out, []string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"svc_latency: no sync between", "svc_latency: partial syncs only",
+		"a sync between (partial or full): A 2005.5 ms (12), B 8006.0 ms (6): B slower",
+		"full sync between: A 0, B 0 trials: not judged"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	if err := SummarizeLatencyDocs(&out, []string{a, b, a}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("three documents: %v", err)
+	}
+	bad := dir + "/bad.json"
+	_ = os.WriteFile(bad, []byte(`{"schema":"cnibench.k8s-run/v1"}`), 0o644)
+	if err := SummarizeLatencyDocs(&out, []string{bad}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("another document: %v", err)
 	}
 }

@@ -204,7 +204,7 @@ func LatencySample(runID int64, seq int, t Trial, version string) *store.Sample 
 	r.Start = t.CreatedAt
 	r.DurationSeconds = *t.LatencyNs / 1e9
 	r.ControlPlane = &result.ControlPlane{Object: latencyObject(t.Test), SentAt: t.SentAt, CreatedAt: t.CreatedAt,
-		LatencyNs: t.LatencyNs, Nodes: t.Nodes, KubeProxyFullSync: t.KubeProxyFullSync}
+		LatencyNs: t.LatencyNs, Nodes: t.Nodes, KubeProxySync: t.KubeProxySync}
 	s.Result = r
 	return s
 }
@@ -253,6 +253,8 @@ type LatencyCommand struct {
 	JSON, Keep       bool
 	DBPath, Version  string
 	Experiment       string
+	// Summarize: instead of measuring, SummarizeLatencyDocs of these.
+	Summarize []string
 }
 
 // Options checks the flags (every error an ErrInvalid) and returns the
@@ -278,6 +280,9 @@ func (c LatencyCommand) Options() (LatencyOptions, error) {
 // JSON, every trial) to out. A run with failed trials is stored and printed,
 // then returns how many failed.
 func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
+	if len(c.Summarize) > 0 {
+		return SummarizeLatencyDocs(out, c.Summarize)
+	}
 	o, err := c.Options()
 	if err != nil {
 		return err

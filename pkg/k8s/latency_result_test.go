@@ -60,12 +60,13 @@ func TestLatencyTrialAllNegative(t *testing.T) {
 	if tr.LatencyNs == nil || *tr.LatencyNs != float64(-10*time.Millisecond) {
 		t.Errorf("latency %v, want n2's -10ms", tr.LatencyNs)
 	}
-	if f := slowestFullSync(tr); f != nil {
-		t.Errorf("full sync %v without kube-proxy figures", *f)
+	if g := slowestSync(tr); g != "" {
+		t.Errorf("kube-proxy %q without its figures", g)
 	}
+	tr.Nodes[0].KubeProxy = &result.KubeProxySyncs{PartialSyncs: 1}
 	tr.Nodes[1].KubeProxy = &result.KubeProxySyncs{FullSyncs: 1}
-	if f := slowestFullSync(tr); f == nil || !*f {
-		t.Errorf("full sync %v, want n2's (the slowest)", f)
+	if g := slowestSync(tr); g != SyncFull {
+		t.Errorf("kube-proxy %q, want n2's full sync (the slowest node's)", g)
 	}
 }
 

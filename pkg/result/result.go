@@ -313,11 +313,13 @@ type ControlPlane struct {
 	// Nodes are each node's latency; a node that never saw the change in
 	// time has a null latency and an error.
 	Nodes []ControlPlaneNode `json:"nodes"`
-	// KubeProxyFullSync says whether kube-proxy on the slowest node
-	// finished a full sync between the create and that node's datapath
-	// seeing it (its own metrics, ControlPlaneNode.KubeProxy); nil when
-	// not known.
-	KubeProxyFullSync *bool `json:"kube_proxy_full_sync,omitempty"`
+	// KubeProxySync is what kube-proxy on the slowest node did between the
+	// create and that node's datapath seeing it (its own metrics,
+	// ControlPlaneNode.KubeProxy): "full" (a full sync among them),
+	// "partial" (partial syncs only) or "none" (no sync at all: the
+	// datapath answered with rules kube-proxy had not rewritten since the
+	// previous trial); "" when not known.
+	KubeProxySync string `json:"kube_proxy_sync,omitempty"`
 }
 
 // ControlPlaneNode is one node's part of a ControlPlane trial.
@@ -341,12 +343,14 @@ type ControlPlaneNode struct {
 // create's request left, the last after the node's datapath saw the change.
 // Times are ms from the trial's CreatedAt, kube-proxy's own timestamps.
 type KubeProxySyncs struct {
-	// FromMs and ToMs are when the bounding reads were taken.
+	// FromMs and ToMs are when the bounding reads were taken: the last
+	// before the request left, the first 150 ms after the node's datapath
+	// saw the change (k8s.KubeProxyStampLag).
 	FromMs float64 `json:"from_ms"`
 	ToMs   float64 `json:"to_ms"`
-	// FullSyncs and PartialSyncs count the syncs in the window that had
-	// started by the time the node's datapath saw the change (all in the
-	// window when it never did): those that may have programmed it.
+	// FullSyncs and PartialSyncs count the syncs in the window that
+	// programmed the change (KubeProxySync.Between): stamped as the
+	// node's datapath saw it.
 	FullSyncs    int `json:"full_syncs"`
 	PartialSyncs int `json:"partial_syncs"`
 	// Syncs are every sync that ended in the window, in order.
@@ -374,8 +378,9 @@ type KubeProxySync struct {
 	EndMs float64 `json:"end_ms"`
 	// DurationMs is their mean duration.
 	DurationMs float64 `json:"duration_ms"`
-	// BeforeDatapath: it started before the node's datapath saw the change.
-	BeforeDatapath bool `json:"before_datapath"`
+	// Between: kube-proxy stamped its end as the node's datapath saw the
+	// change (k8s.CountSyncsBetween): it is what programmed it.
+	Between bool `json:"between"`
 }
 
 // Fingerprint describes one host. Empty strings mean "could not be read";
