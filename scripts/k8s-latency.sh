@@ -69,6 +69,8 @@ if [ $# -ge 2 ]; then
     b=$(awk -v m="$2" -v n="$N" '$1==m && $2==n {print $3; exit}' "$OUT/runs.txt")
     echo "### N=$N: $1 ($a) vs $2 ($b)" | tee -a "$OUT/compare.md"
     "$BIN" compare "$a" "$b" --format markdown | tee -a "$OUT/compare.md"
+    # The same, per group of what kube-proxy did on the slowest node.
+    "$BIN" k8s latency --summarize "$OUT/latency-$1-$N.json" --summarize "$OUT/latency-$2-$N.json" | tee -a "$OUT/compare.md"
   done
 fi
 step "done; results in $OUT"
