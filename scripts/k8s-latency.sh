@@ -12,6 +12,9 @@
 #      latency per trial (a failed trial fails the script, with its reason)
 #   -> `cnibench compare` of the first mode's run against the second's at
 #      each N: the difference between the modes, with a verdict
+#   -> per run, the Service trials split by what kube-proxy did between the
+#      create and the datapath (a full sync or partial ones only), from its
+#      metrics; COUNTS=10000 measures only N = 10,000
 #
 # Needs root. Leaves the cluster down (not purged). Environment:
 #   MODES="iptables nftables" COUNTS="0 1000 10000" TRIALS=20 KINDS=service,pod CNI=flannel-vxlan
@@ -51,6 +54,11 @@ for MODE in $MODES; do
     [ "$kpm" = "$MODE" ] || fail "$MODE N=$N: the run detected kube-proxy mode '$kpm'"
     jq -r '.summary[] | "\(.test): \(.ok)/\(.trials) trials, median \(.median_ms) ms [\(.median_ci_ms.low)–\(.median_ci_ms.high)], p90 \(.p90_ms) ms, max \(.max_ms) ms"' \
       "$OUT/latency-$tag.json"
+    # The Service trials by what kube-proxy did on the slowest node between
+    # the create and its datapath (its own metrics), and its full syncs.
+    jq -r '(.by_kube_proxy_sync // [])[] | "  \(.test): \(.ok) trials, median \(.median_ms) ms [\(.median_ci_ms.low)–\(.median_ci_ms.high)]",
+      ((.kube_proxy // [])[] | "  kube-proxy on \(.node): \(.full_syncs_seen) full syncs seen, median interval \(.median_interval_s) s, mean full \(.mean_full_sync_ms) ms, mean partial \(.mean_partial_sync_ms) ms")' \
+      "$OUT/latency-$tag.json"
     echo "$MODE $N $(jq -r .run "$OUT/latency-$tag.json")" >>"$OUT/runs.txt"
   done
 done
@@ -61,6 +69,8 @@ if [ $# -ge 2 ]; then
     b=$(awk -v m="$2" -v n="$N" '$1==m && $2==n {print $3; exit}' "$OUT/runs.txt")
     echo "### N=$N: $1 ($a) vs $2 ($b)" | tee -a "$OUT/compare.md"
     "$BIN" compare "$a" "$b" --format markdown | tee -a "$OUT/compare.md"
+    # The same, per group of what kube-proxy did on the slowest node.
+    "$BIN" k8s latency --summarize "$OUT/latency-$1-$N.json" --summarize "$OUT/latency-$2-$N.json" | tee -a "$OUT/compare.md"
   done
 fi
 step "done; results in $OUT"

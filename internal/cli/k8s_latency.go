@@ -32,6 +32,7 @@ with 'cnibench compare A B'.`
 	f.BoolVar(&c.JSON, "json", false, "print every trial and the distributions as JSON")
 	f.BoolVar(&c.Keep, "keep", false, "leave the run's objects for debugging")
 	f.StringVar(&c.DBPath, "db", store.DefaultPath(), "results database (also $CNIBENCH_DB)")
+	f.StringArrayVar(&c.Summarize, "summarize", nil, "instead of measuring: a --json document's Service trials by kube-proxy's syncs; given twice, the second judged against the first per group")
 	return cmd
 }
 
@@ -44,5 +45,6 @@ func newK8sLatencyAgentCmd() *cobra.Command {
 	agent.Flags().StringArrayVar(&a.Targets, "target", nil, "NAME=HOST:PORT to connect to every 5ms (repeatable)")
 	agent.Flags().BoolVar(&a.UntilOK, "until-ok", false, "exit once every target has answered")
 	agent.Flags().DurationVar(&a.Deadline, "deadline", 0, "with --until-ok: give up after this long")
+	agent.Flags().StringVar(&a.KubeProxyMetrics, "kube-proxy-metrics", "", "instead: print kube-proxy's sync counters from HOST:PORT/metrics as JSON lines (k8s latency's watcher pods)")
 	return agent
 }

@@ -110,6 +110,10 @@ type Trial struct {
 	// change, or (Missing) why the kind cannot be measured here.
 	Error   string `json:"error,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
+	// KubeProxySync (Service trials): what kube-proxy on the slowest node
+	// did between the create and its datapath seeing the Service
+	// (result.ControlPlane.KubeProxySync); each node's figures are in Nodes.
+	KubeProxySync string `json:"kube_proxy_sync,omitempty"`
 }
 
 // latencyRun is one Latency call's state.
@@ -250,6 +254,8 @@ func (lr *latencyRun) service(ctx context.Context) (err error) {
 		return err
 	}
 	defer lr.stopAgents(ctx, agents, &err)
+	watchers, noWatcher := lr.startProxyWatchers(ctx)
+	defer lr.stopPods(ctx, watchers, roleLatencyProxy, &err)
 	fmt.Fprintf(lr.o.Log, "service: agents probe ClusterIP %s on %s\n", ip, strings.Join(lr.nodes, ", "))
 	for i := 1; i <= lr.o.Trials; i++ {
 		if err := lr.waitState(ctx, agents, targetService, false); err != nil {
@@ -264,6 +270,9 @@ func (lr *latencyRun) service(ctx context.Context) (err error) {
 		}
 		t, err := lr.await(ctx, agents, result.SvcLatency, i, targetService, true, sent, created)
 		if err != nil {
+			return err
+		}
+		if err := lr.proxySyncs(ctx, &t, watchers, noWatcher); err != nil {
 			return err
 		}
 		if err := lr.onTrial(t); err != nil {
@@ -457,15 +466,24 @@ func (lr *latencyRun) startAgents(ctx context.Context, targets []string) ([]agen
 // their probes load no node during the next kind's; on an error the run's
 // cleanup deletes them.
 func (lr *latencyRun) stopAgents(ctx context.Context, agents []agent, err *error) {
+	pods := map[string]string{}
+	for _, a := range agents {
+		pods[a.node] = a.pod
+	}
+	lr.stopPods(ctx, pods, roleLatencyAgent, err)
+}
+
+// stopPods deletes pods (node -> pod) of role as stopAgents does.
+func (lr *latencyRun) stopPods(ctx context.Context, pods map[string]string, role string, err *error) {
 	if *err != nil {
 		return
 	}
-	for _, a := range agents {
-		if *err = lr.deleteObject(ctx, "pod", a.pod); *err != nil {
+	for _, p := range pods {
+		if *err = lr.deleteObject(ctx, "pod", p); *err != nil {
 			return
 		}
 	}
-	*err = lr.r.waitPodsGone(ctx, lr.po.Namespace, RunSelector(lr.po.RunID)+","+LabelRole+"="+roleLatencyAgent)
+	*err = lr.r.waitPodsGone(ctx, lr.po.Namespace, RunSelector(lr.po.RunID)+","+LabelRole+"="+role)
 }
 
 // ensureTarget starts the pod the Service and the policies are about, on

@@ -219,11 +219,18 @@ type LatencyAgent struct {
 	// Deadline ends an UntilOK run that has not seen every target answer
 	// (an error naming them); 0 = none.
 	Deadline time.Duration
+	// KubeProxyMetrics, when set, makes the agent a kube-proxy watcher
+	// instead (WatchKubeProxy on that address): it neither serves nor
+	// probes.
+	KubeProxyMetrics string
 }
 
 // Run serves and probes until ctx ends (or, with UntilOK, every target
 // answered).
 func (a LatencyAgent) Run(ctx context.Context, out io.Writer) error {
+	if a.KubeProxyMetrics != "" {
+		return WatchKubeProxy(ctx, a.KubeProxyMetrics, KubeProxyWatchInterval, out)
+	}
 	p := Prober{UntilOK: a.UntilOK}
 	for _, s := range a.Targets {
 		t, err := ParseProbeTarget(s)

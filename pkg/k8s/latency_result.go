@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,9 @@ func LatencyTrial(test string, n int, nodes []string, byNode map[string][]Edge, 
 	if !ok {
 		want = "refusal"
 	}
-	var slowest float64
+	// Every node may have seen the change before the create's answer
+	// arrived: the slowest is then negative, not 0.
+	slowest := math.Inf(-1)
 	var failed []string
 	for _, node := range nodes {
 		nl := result.ControlPlaneNode{Node: node}
@@ -201,7 +204,7 @@ func LatencySample(runID int64, seq int, t Trial, version string) *store.Sample 
 	r.Start = t.CreatedAt
 	r.DurationSeconds = *t.LatencyNs / 1e9
 	r.ControlPlane = &result.ControlPlane{Object: latencyObject(t.Test), SentAt: t.SentAt, CreatedAt: t.CreatedAt,
-		LatencyNs: t.LatencyNs, Nodes: t.Nodes}
+		LatencyNs: t.LatencyNs, Nodes: t.Nodes, KubeProxySync: t.KubeProxySync}
 	s.Result = r
 	return s
 }
@@ -250,6 +253,8 @@ type LatencyCommand struct {
 	JSON, Keep       bool
 	DBPath, Version  string
 	Experiment       string
+	// Summarize: instead of measuring, SummarizeLatencyDocs of these.
+	Summarize []string
 }
 
 // Options checks the flags (every error an ErrInvalid) and returns the
@@ -275,6 +280,9 @@ func (c LatencyCommand) Options() (LatencyOptions, error) {
 // JSON, every trial) to out. A run with failed trials is stored and printed,
 // then returns how many failed.
 func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
+	if len(c.Summarize) > 0 {
+		return SummarizeLatencyDocs(out, c.Summarize)
+	}
 	o, err := c.Options()
 	if err != nil {
 		return err
@@ -309,6 +317,7 @@ func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
 	fmt.Fprintf(log, "stored %d trial(s) as run %d (%s) in %s; compare two such runs with: cnibench compare %s <other run>\n",
 		len(trials), stored.RunID, stored.Name, db.Path(), stored.Name)
 	sums := SummarizeLatency(trials)
+	split, kp := SplitByKubeProxySync(trials), SummarizeKubeProxy(trials)
 	if c.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -317,10 +326,20 @@ func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
 			Run     string         `json:"run"`
 			Cluster *Cluster       `json:"cluster"`
 			Summary []LatencyStats `json:"summary"`
-			Trials  []Trial        `json:"trials"`
-		}{"cnibench.k8s-latency/v1", stored.Name, cl, sums, trials})
+			// BySync and KubeProxy: the Service trials by what kube-proxy
+			// did (latency_proxy.go).
+			BySync    []LatencyStats       `json:"by_kube_proxy_sync,omitempty"`
+			KubeProxy []KubeProxyFullSyncs `json:"kube_proxy,omitempty"`
+			Trials    []Trial              `json:"trials"`
+		}{"cnibench.k8s-latency/v1", stored.Name, cl, sums, split, kp, trials})
 	} else {
-		err = WriteLatencyTable(out, sums)
+		err = WriteLatencyTable(out, append(sums, split...))
+		for _, k := range kp {
+			if err == nil && k.MedianS != nil {
+				_, err = fmt.Fprintf(out, "kube-proxy on %s: %d full syncs seen, median interval %.1f s [%.1f, %.1f]\n",
+					k.Node, k.Seen, *k.MedianS, k.MedianCI.Low, k.MedianCI.High)
+			}
+		}
 	}
 	return errors.Join(runErr, err)
 }

@@ -48,6 +48,28 @@ func TestLatencyTrialMaxOverNodes(t *testing.T) {
 	}
 }
 
+// Every node saw the Service after the request left but before its answer
+// arrived: the trial's latency is the slowest node's, negative, not 0.
+func TestLatencyTrialAllNegative(t *testing.T) {
+	sent, created := t0, t0.Add(100*time.Millisecond)
+	byNode := map[string][]Edge{
+		"n1": {{Target: "svc", OK: true, At: at(70 * time.Millisecond)}},
+		"n2": {{Target: "svc", OK: true, At: at(90 * time.Millisecond)}},
+	}
+	tr := LatencyTrial(result.SvcLatency, 1, []string{"n1", "n2"}, byNode, true, sent, created)
+	if tr.LatencyNs == nil || *tr.LatencyNs != float64(-10*time.Millisecond) {
+		t.Errorf("latency %v, want n2's -10ms", tr.LatencyNs)
+	}
+	if g := slowestSync(tr); g != "" {
+		t.Errorf("kube-proxy %q without its figures", g)
+	}
+	tr.Nodes[0].KubeProxy = &result.KubeProxySyncs{PartialSyncs: 1}
+	tr.Nodes[1].KubeProxy = &result.KubeProxySyncs{FullSyncs: 1}
+	if g := slowestSync(tr); g != SyncFull {
+		t.Errorf("kube-proxy %q, want n2's full sync (the slowest node's)", g)
+	}
+}
+
 func TestLatencyTrialTimeoutIsFailure(t *testing.T) {
 	byNode := map[string][]Edge{
 		"n1": {{Target: "pol", OK: true, At: at(-time.Second)}, {Target: "pol", OK: false, At: at(20 * time.Millisecond), Err: "timeout"}},

@@ -39,6 +39,16 @@ type fakeDatapath struct {
 	failCreate func(kind string, n int) error
 	// onCreate, if set, runs after every trial object's create.
 	onCreate func(kind string, n int)
+	// proxy, if set, is what node's kube-proxy does after Service trial
+	// n's create (its watcher's log); proxyDown: no kube-proxy answers.
+	proxy     func(node string, trial int, created time.Time) []proxyEvent
+	proxyDown bool
+}
+
+// proxyEvent is one sync of a fake kube-proxy, ending at at.
+type proxyEvent struct {
+	at   time.Time
+	full bool
 }
 
 type dpEvent struct {
@@ -99,7 +109,7 @@ func newFakeDatapath(fc *fakeCluster, delay map[string]time.Duration) *fakeDatap
 		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		pod.CreationTimestamp = metav1.NewTime(time.Now())
 		switch pod.Labels[LabelRole] {
-		case roleLatencyAgent, roleLatencyTarget:
+		case roleLatencyAgent, roleLatencyTarget, roleLatencyProxy:
 			pod.Status.Phase = corev1.PodRunning
 			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		case roleLatencyPod:
@@ -130,6 +140,8 @@ func (dp *fakeDatapath) log(pod *corev1.Pod, _ string) ([]byte, error) {
 	args := pod.Spec.Containers[0].Args
 	now := time.Now()
 	switch pod.Labels[LabelRole] {
+	case roleLatencyProxy:
+		dp.proxyLog(enc, pod, now)
 	case roleLatencyPod:
 		// Every agent answers the new pod after its node's delay.
 		for _, t := range argValues(args, "--target") {
@@ -180,6 +192,42 @@ func (dp *fakeDatapath) log(pod *corev1.Pod, _ string) ([]byte, error) {
 		}
 	}
 	return []byte(b.String()), nil
+}
+
+// proxyLog is what a kube-proxy watcher has printed by now: a read when
+// it started, one after each sync of dp.proxy, and one now.
+func (dp *fakeDatapath) proxyLog(enc *json.Encoder, pod *corev1.Pod, now time.Time) {
+	born := pod.CreationTimestamp.Time
+	if dp.proxyDown {
+		for _, at := range []time.Time{born, now} {
+			_ = enc.Encode(KubeProxySnapshot{At: at.UnixNano(), Err: "no kube-proxy metrics on 127.0.0.1:10249: connect: connection refused"})
+		}
+		return
+	}
+	s := KubeProxySnapshot{At: born.UnixNano(), Full: 1, FullSum: 1, LastSync: float64(born.Add(-time.Second).UnixNano()) / 1e9}
+	_ = enc.Encode(s)
+	trial := -1 // the first create reserves the ClusterIP
+	for _, e := range dp.events {
+		if e.kind != "service" || !e.add {
+			continue
+		}
+		if trial++; trial == 0 || dp.proxy == nil || e.at.Before(born) {
+			continue
+		}
+		for _, ev := range dp.proxy(pinnedNode(pod), trial, e.at) {
+			if read := ev.at.Add(time.Millisecond); !read.After(now) {
+				if ev.full {
+					s.Full, s.FullSum = s.Full+1, s.FullSum+0.005
+				} else {
+					s.Partial, s.PartialSum = s.Partial+1, s.PartialSum+0.001
+				}
+				s.At, s.LastSync = read.UnixNano(), float64(ev.at.UnixNano())/1e9
+				_ = enc.Encode(s)
+			}
+		}
+	}
+	s.At = now.UnixNano()
+	_ = enc.Encode(s)
 }
 
 func latencyTestOptions(kinds ...string) LatencyOptions {

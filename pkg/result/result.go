@@ -329,6 +329,13 @@ type ControlPlane struct {
 	// Nodes are each node's latency; a node that never saw the change in
 	// time has a null latency and an error.
 	Nodes []ControlPlaneNode `json:"nodes"`
+	// KubeProxySync is what kube-proxy on the slowest node did between the
+	// create and that node's datapath seeing it (its own metrics,
+	// ControlPlaneNode.KubeProxy): "full" (a full sync among them),
+	// "partial" (partial syncs only) or "none" (no sync at all: the
+	// datapath answered with rules kube-proxy had not rewritten since the
+	// previous trial); "" when not known.
+	KubeProxySync string `json:"kube_proxy_sync,omitempty"`
 }
 
 // Disruption is what one event did to one probe's requests (pkg/disrupt
@@ -368,6 +375,54 @@ type ControlPlaneNode struct {
 	// CreatedAt when none did.
 	ResolutionNs *float64 `json:"resolution_ns,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// KubeProxy is what the node's kube-proxy did during the trial, from
+	// its Prometheus metrics read before and after; absent when not read.
+	KubeProxy *KubeProxySyncs `json:"kube_proxy,omitempty"`
+}
+
+// KubeProxySyncs is one node's kube-proxy during one trial: the syncs it
+// finished between two reads of its metrics, the first taken before the
+// create's request left, the last after the node's datapath saw the change.
+// Times are ms from the trial's CreatedAt, kube-proxy's own timestamps.
+type KubeProxySyncs struct {
+	// FromMs and ToMs are when the bounding reads were taken: the last
+	// before the request left, the first 150 ms after the node's datapath
+	// saw the change (k8s.KubeProxyStampLag).
+	FromMs float64 `json:"from_ms"`
+	ToMs   float64 `json:"to_ms"`
+	// FullSyncs and PartialSyncs count the syncs in the window that
+	// programmed the change (KubeProxySync.Between): stamped as the
+	// node's datapath saw it.
+	FullSyncs    int `json:"full_syncs"`
+	PartialSyncs int `json:"partial_syncs"`
+	// Syncs are every sync that ended in the window, in order.
+	Syncs []KubeProxySync `json:"syncs,omitempty"`
+	// LastFullMs is when the latest full sync before the window ended;
+	// nil when none ended since the metrics were first read.
+	LastFullMs *float64 `json:"last_full_ms,omitempty"`
+	// ProgrammingCount and ProgrammingMeanMs are kube-proxy's own
+	// network-programming latency observations in the window
+	// (kubeproxy_network_programming_duration_seconds).
+	ProgrammingCount  int      `json:"programming_count"`
+	ProgrammingMeanMs *float64 `json:"programming_mean_ms,omitempty"`
+	// Error says why there is no count (the metrics could not be read).
+	Error string `json:"error,omitempty"`
+}
+
+// KubeProxySync is one or more syncs of one kind that ended between two
+// consecutive reads of kube-proxy's metrics.
+type KubeProxySync struct {
+	Kind  string `json:"kind"` // full or partial
+	Count int    `json:"count"`
+	// EndMs is kube-proxy's last-sync timestamp at the read after them:
+	// the end of the latest sync of any kind (of this one when Count is 1
+	// and no other kind ended between the two reads).
+	EndMs float64 `json:"end_ms"`
+	// DurationMs is their mean duration.
+	DurationMs float64 `json:"duration_ms"`
+	// Between: kube-proxy stamped its end as the node's datapath saw the
+	// change (k8s.CountSyncsBetween): it is what programmed it.
+	Between bool `json:"between"`
 }
 
 // Fingerprint describes one host. Empty strings mean "could not be read";
