@@ -31,15 +31,10 @@ func (m measureFlags) add(f *pflag.FlagSet, tests, sizes string, duration time.D
 
 func newClientCmd() *cobra.Command {
 	c := client.Command{Flags: client.Flags{Version: Version}}
-	var logStdout bool
 	cmd := command("client", "Measure latency, connection rate and throughput against a cnibench server", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
 			c.PortSet = cmd.Flags().Changed("port")
-			log := cmd.ErrOrStderr()
-			if logStdout {
-				log = cmd.OutOrStdout()
-			}
-			return c.Run(cmd.Context(), cmd.OutOrStdout(), log)
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `Run one or more tests against a server, one result per (test, message size).
 Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).
@@ -58,10 +53,7 @@ through a reference tool (its server must be running on --server).`
 	fl.StringVar(&c.ProfileDir, "profile-dir", "", "with --profile: also write each test's folded stacks to DIR/<test>-<size>.folded")
 	fl.BoolVar(&c.PathMTU, "path-mtu", false, "first probe the path to the server (its MTU with don't-fragment probes, TCP's MSS) and put it in every result; built-in engine only")
 	fl.BoolVar(&c.JSON, "json", false, "print one JSON document (schema "+result.SetSchemaVersion+")")
-	// A pod's log merges stdout and stderr read from two pipes, so a
-	// progress line written just before the JSON can land inside it; k8s
-	// run's client pods send both through stdout, in order.
-	fl.BoolVar(&logStdout, "log-stdout", false, "write progress to stdout, before the result (for logs that merge both streams)")
+	fl.BoolVar(&c.LogStdout, "log-stdout", false, "write progress to stdout, before the result (for logs that merge both streams)")
 	_ = fl.MarkHidden("log-stdout")
 	return cmd
 }

@@ -8,9 +8,11 @@ import (
 )
 
 func newCrosscheckCmd() *cobra.Command {
-	c := experiment.RunCommand{Ref: "crosscheck", Local: experiment.LocalOptions{Kind: store.KindCrosscheck}}
+	c := experiment.RunCommand{Ref: "crosscheck", Local: experiment.LocalOptions{Kind: store.KindCrosscheck, Version: Version}}
 	cmd := command("crosscheck", "Measure one veth path with the built-in engine and with qperf, sockperf and iperf3, interleaved", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error { return runExperiment(cmd, c) })
+		func(cmd *cobra.Command, _ []string) error {
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
 	cmd.Long = `Runs the ready experiment "crosscheck": the built-in engine and each reference
 tool on the same veth pair, interleaved in one run, and prints every arm as a
 ratio to the built-in engine. It is the method behind the engine's accuracy

@@ -19,19 +19,15 @@ func newLabCmd() *cobra.Command {
 
 func labUpCmd() *cobra.Command {
 	var c lab.UpCommand
-	var quiet bool
 	cmd := command("up <preset|file.yaml>", "Build a topology (undone on failure or Ctrl-C)", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			c.Topology = args[0]
-			if !quiet {
-				c.Log = cmd.ErrOrStderr()
-			}
-			return c.Run(cmd.Context(), cmd.OutOrStdout())
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = lab.UpHelp()
 	cmd.Flags().StringVar(&c.Name, "name", "", "lab name (default <preset>-<id>)")
 	cmd.Flags().StringArrayVar(&c.Sets, "set", nil, "knob key=value (repeatable): "+strings.Join(lab.KnobNames(), ", "))
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
+	cmd.Flags().BoolVarP(&c.Quiet, "quiet", "q", false, "no progress lines")
 	return cmd
 }
 

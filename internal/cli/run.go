@@ -11,13 +11,13 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	c := experiment.RunCommand{Ref: "default", Local: experiment.LocalOptions{Kind: store.KindLab}}
+	c := experiment.RunCommand{Ref: "default", Local: experiment.LocalOptions{Kind: store.KindLab, Version: Version}}
 	cmd := command("run [FILE|NAME]", "Run an experiment: build each arm's lab, measure, store, report", cobra.MaximumNArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				c.Ref = args[0]
 			}
-			return runExperiment(cmd, c)
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = `Run an experiment file, or a ready experiment by name (default: "default").
 Ready experiments: ` + strings.Join(experiment.ReadyNames(), ", ") + `.
@@ -47,10 +47,4 @@ func addOverrideFlags(f *pflag.FlagSet, o *experiment.RunFlags) {
 	f.DurationVar(&o.Duration, "duration", 0, "override the measured interval of each step")
 	f.StringVar(&o.Warmup, "warmup", "", "override the warmup of each step, e.g. 500ms")
 	f.StringSliceVar(&o.Arms, "arms", nil, "run only these arms")
-}
-
-// runExperiment runs c on this host, stores it, and renders the report.
-func runExperiment(cmd *cobra.Command, c experiment.RunCommand) error {
-	c.Local.Version, c.Local.Progress = Version, cmd.ErrOrStderr()
-	return c.Run(cmd.Context(), cmd.OutOrStdout())
 }

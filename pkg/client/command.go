@@ -14,12 +14,20 @@ type Command struct {
 	Flags
 	Profile profile.Flags
 	JSON    bool // print one JSON document instead of the table
+	// LogStdout sends progress to out, ahead of the result, instead of to
+	// log: a pod's log merges stdout and stderr read from two pipes, so a
+	// progress line written just before the JSON could land inside it;
+	// k8s run's client pods send both through stdout, in order.
+	LogStdout bool
 }
 
 // Run checks the flags (ErrInvalid and profile.ErrInvalid errors) and opens
 // the profiler, both before anything is measured, then measures the plan
-// and prints the results to out; progress goes to log.
+// and prints the results to out; progress goes to log (or out, LogStdout).
 func (c Command) Run(ctx context.Context, out, log io.Writer) error {
+	if c.LogStdout {
+		log = out
+	}
 	p, err := c.Plan()
 	if err != nil {
 		return err

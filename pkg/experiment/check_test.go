@@ -78,10 +78,7 @@ func TestReadyExperimentsCheck(t *testing.T) {
 }
 
 func TestOverride(t *testing.T) {
-	e, err := Parse([]byte("name: x\ntests: [tcp_lat]\nbaseline: a\narms: [{name: a, topology: veth}, {name: b, topology: bridge}]"), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, "name: x\ntests: [tcp_lat]\nbaseline: a\narms: [{name: a, topology: veth}, {name: b, topology: bridge}]")
 	if err := e.Override(Overrides{Arms: []string{"c"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "arms: a, b") {
 		t.Errorf("unknown arm: %v", err)
 	}

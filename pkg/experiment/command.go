@@ -65,8 +65,9 @@ func measured(err error) bool {
 // errors, before anything is stored or built), runs it on this host with
 // RunLocal and renders the stored run's report — also of an interrupted
 // run, or one with failed steps, or one whose labs could not all be
-// removed, whose error it then returns.
-func (c RunCommand) Run(ctx context.Context, stdout io.Writer) error {
+// removed, whose error it then returns. Progress lines go to progress.
+func (c RunCommand) Run(ctx context.Context, stdout, progress io.Writer) error {
+	c.Local.Progress = progress
 	var err error
 	if c.Local.Profile, err = c.Profile.Options(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestRunCommandRefusesBadInput(t *testing.T) {
 	} {
 		c.Local.DBPath = db
 		var out bytes.Buffer
-		err := c.Run(context.Background(), &out)
+		err := c.Run(context.Background(), &out, io.Discard)
 		if !errors.Is(err, ErrInvalid) || out.Len() > 0 {
 			t.Errorf("%+v: got %v, printed %q; want ErrInvalid", c, err, out.String())
 		}
@@ -53,14 +54,14 @@ func TestRunCommandRefusesBadInput(t *testing.T) {
 	// The --profile flags are checked first, by their own package.
 	for _, f := range []profile.Flags{{On: true, Rate: 0}, {Arms: []string{"host"}}} {
 		c := RunCommand{Ref: "no-such-experiment", Format: "pdf", Profile: f, Local: LocalOptions{DBPath: db}}
-		if err := c.Run(context.Background(), &bytes.Buffer{}); !errors.Is(err, profile.ErrInvalid) {
+		if err := c.Run(context.Background(), &bytes.Buffer{}, io.Discard); !errors.Is(err, profile.ErrInvalid) {
 			t.Errorf("%+v: got %v, want profile.ErrInvalid", f, err)
 		}
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Error("a refused run created the database")
 	}
-	err := RunCommand{Ref: "default", Format: "pdf"}.Run(context.Background(), &bytes.Buffer{})
+	err := RunCommand{Ref: "default", Format: "pdf"}.Run(context.Background(), &bytes.Buffer{}, io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), `--format "pdf": want table`) {
 		t.Errorf("format error %q: want it to start with the flag", err)
 	}

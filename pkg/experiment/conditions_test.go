@@ -54,10 +54,7 @@ arms:
 `
 
 func TestConditionsPerArmAndStamped(t *testing.T) {
-	e, err := Parse([]byte(condExp), "c.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, condExp)
 	w := &fakeWakeup{}
 	sink := &memSink{}
 	m := &fakeMeasurer{}
@@ -118,13 +115,10 @@ func ptrs(p ...*int) []int {
 }
 
 func TestRetakeDisturbed(t *testing.T) {
-	e, err := Parse([]byte(condExp), "c.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, condExp)
 	sink := &memSink{}
 	// Steps 2 and 3 (b #1 and b #2 in the rotated order) are disturbed.
-	_, err = Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
+	_, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
 		Wakeup: &fakeWakeup{}, Disturb: &fakeStamper{bad: map[int]bool{2: true, 3: true}}, RetakeDisturbed: true})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +163,7 @@ func TestConditionsParseErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "arm a (line 4)") {
 		t.Errorf("arm wakeup error %v", err)
 	}
-	e, _ := Parse([]byte(condExp), "c.yaml")
+	e := mustParse(t, condExp)
 	if err := e.Override(Overrides{CPUs: "server=9999"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("--cpus server=9999: %v", err)
 	}
@@ -181,10 +175,7 @@ func TestConditionsParseErrors(t *testing.T) {
 // In a precision-driven run, retakes fit in what is left of the budget;
 // the disturbed steps left over keep their value for the precision rule.
 func TestRetakeDisturbedWithinBudget(t *testing.T) {
-	e, err := Parse([]byte(condExp), "c.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, condExp)
 	e.Precision, e.Budget = 0.05, Duration(12500*time.Millisecond)
 	sink := &memSink{}
 	x := &executor{e: e, o: Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink, RetakeDisturbed: true},
@@ -230,10 +221,7 @@ func sortedCopy(v []float64) []float64 {
 // When most of a round was disturbed, nothing is retaken: the samples keep
 // their values for the precision rule and the status says why.
 func TestNoRetakesOnAMachineDisturbedThroughout(t *testing.T) {
-	e, err := Parse([]byte(condExp), "c.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, condExp)
 	sink := &memSink{}
 	// 3 of the 4 planned steps disturbed.
 	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: &fakeMeasurer{}, Sink: sink,
@@ -263,10 +251,7 @@ func TestDefaultPlacement(t *testing.T) {
 // A probe that cannot measure leaves the penalty missing with the reason
 // (never a zero), and the run goes on.
 func TestIdleWakeupProbeFailureIsMissing(t *testing.T) {
-	e, err := Parse([]byte(condExp), "c.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, condExp)
 	x := &executor{e: e, o: Options{Measurer: failingMeasurer{}, Wakeup: &fakeWakeup{}}, ctx: context.Background(),
 		labs: map[string]LabInstance{e.Arms[0].LabKey(): &fakeLab{name: "veth"}}}
 	w := x.probeIdleWakeup()

@@ -40,10 +40,7 @@ repeats: 2` + hostVXLANVethArms + `    knobs: {mtu: "9000"}
 `
 
 func TestParseDefaultsAndSizes(t *testing.T) {
-	e, err := Parse([]byte(sample), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, sample)
 	if e.MsgSizes[1] != 4096 || e.Order != "interleaved" || e.Engine != "builtin" || e.Arms[1].Client != "client" {
 		t.Fatalf("defaults/sizes wrong: %+v", e)
 	}
@@ -57,10 +54,7 @@ func TestParseDefaultsAndSizes(t *testing.T) {
 
 // test_sizes gives one test its own sizes; the others keep msg_sizes.
 func TestTestSizesPlan(t *testing.T) {
-	e, err := Parse([]byte("name: x\ntests: [tcp_lat, tcp_bw]\nmsg_sizes: [1, 1K]\ntest_sizes: {tcp_bw: [64K]}\nrepeats: 1\narms: [{name: a, topology: veth}]"), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, "name: x\ntests: [tcp_lat, tcp_bw]\nmsg_sizes: [1, 1K]\ntest_sizes: {tcp_bw: [64K]}\nrepeats: 1\narms: [{name: a, topology: veth}]")
 	var got []string
 	for _, s := range e.Plan() {
 		got = append(got, fmt.Sprintf("%s/%d", s.Test, s.MsgSize))
@@ -93,10 +87,7 @@ func TestParseErrorsNameFieldAndAllowed(t *testing.T) {
 }
 
 func TestPlanInterleavesAndRotates(t *testing.T) {
-	e, err := Parse([]byte(sample), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, sample)
 	var got []string
 	for _, s := range e.Plan() {
 		got = append(got, fmt.Sprintf("%d%s/%s/%d", s.Repeat, e.Arms[s.Arm].Name, s.Test, s.MsgSize))
@@ -219,7 +210,7 @@ func (s *memSink) End(_ int64, complete bool, status string) error {
 }
 
 func TestExecuteSharesLabsStoresEverythingAndTearsDown(t *testing.T) {
-	e, _ := Parse([]byte(sample), "x.yaml")
+	e := mustParse(t, sample)
 	labs := &fakeLabs{}
 	m := &fakeMeasurer{}
 	sink := &memSink{}
@@ -248,7 +239,7 @@ func TestExecuteSharesLabsStoresEverythingAndTearsDown(t *testing.T) {
 }
 
 func TestExecuteLabFailureIsRecordedPerSample(t *testing.T) {
-	e, _ := Parse([]byte(sample), "x.yaml")
+	e := mustParse(t, sample)
 	labs := &fakeLabs{fail: map[string]error{"veth": errors.New("veth: not supported by this kernel")}}
 	sink := &memSink{}
 	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink})
@@ -276,7 +267,7 @@ func TestExecuteLabFailureIsRecordedPerSample(t *testing.T) {
 // stored complete and the error is a TeardownError (which `cnibench run`
 // reports after the table), naming the lab; the other labs still go down.
 func TestExecuteTeardownFailureKeepsTheRun(t *testing.T) {
-	e, _ := Parse([]byte(sample), "x.yaml")
+	e := mustParse(t, sample)
 	labs := &fakeLabs{downFail: map[string]error{"veth": errors.New("remove /run/netns/x: device or resource busy")}}
 	sink := &memSink{}
 	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink})
@@ -293,7 +284,7 @@ func TestExecuteTeardownFailureKeepsTheRun(t *testing.T) {
 }
 
 func TestExecuteInterruptedStoresFinishedAndCleansUp(t *testing.T) {
-	e, _ := Parse([]byte(sample), "x.yaml")
+	e := mustParse(t, sample)
 	ctx, cancel := context.WithCancel(context.Background())
 	labs := &fakeLabs{}
 	m := &fakeMeasurer{cancel: cancel, stopAt: 5}
@@ -314,10 +305,7 @@ func TestExecuteInterruptedStoresFinishedAndCleansUp(t *testing.T) {
 // exactly that spec — the knobs' text is not read again; an arm no Check
 // saw is not built.
 func TestExecuteBuildsTheSpecCheckResolved(t *testing.T) {
-	e, err := Parse([]byte(sample), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, sample)
 	veth := e.Arms[2].lab
 	if veth == nil || veth.Topology != "veth" || veth.MTU != 9000 || e.Arms[0].lab == nil {
 		t.Fatalf("arms' resolved specs: %+v", e.Arms)
@@ -331,7 +319,7 @@ func TestExecuteBuildsTheSpecCheckResolved(t *testing.T) {
 	}
 	e.Arms[2].lab = nil
 	labs = &fakeLabs{}
-	_, err = Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: &memSink{}})
+	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: &memSink{}})
 	if err == nil || strings.Join(labs.ups, ",") != "vxlan" {
 		t.Errorf("unchecked arm: err %v, built %v", err, labs.ups)
 	}
@@ -340,7 +328,7 @@ func TestExecuteBuildsTheSpecCheckResolved(t *testing.T) {
 // A lab that changes host settings must never be up while another arm is
 // measured: it is built around each of its own steps only.
 func TestExecuteHostChangingLabIsExclusive(t *testing.T) {
-	e, err := Parse([]byte(`
+	e := mustParse(t, `
 name: x
 tests: [udp_bw]
 repeats: 2
@@ -350,10 +338,7 @@ arms:
   - name: b
     topology: ovs-netdev
     knobs: {rmem_max: "1048576"}
-`), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	labs := &fakeLabs{}
 	sink := &memSink{}
 	if _, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &fakeMeasurer{}, Sink: sink}); err != nil {
@@ -371,4 +356,15 @@ arms:
 			t.Fatalf("sample failed: %+v", s)
 		}
 	}
+}
+
+// mustParse parses an experiment a test needs valid, failing the test
+// when it is not.
+func mustParse(t *testing.T, doc string) *Experiment {
+	t.Helper()
+	e, err := Parse([]byte(doc), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

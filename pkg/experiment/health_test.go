@@ -94,16 +94,13 @@ arms:
 // tools' time-outs; the lab is rebuilt and the arm's next steps measure
 // on the new one; the run completes.
 func TestDatapathFailureRebuildsTheLab(t *testing.T) {
-	e, err := Parse([]byte(ovnTwoArms), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, ovnTwoArms)
 	labs := &healthLabs{}
 	m := &crashMeasurer{labs: labs, crashAt: 4} // repeat 1 runs veth then ovn (arm order rotates)
 	sink := &memSink{}
 	var out strings.Builder
 	start := time.Now()
-	_, err = Execute(context.Background(), e, Options{Labs: labs, Measurer: m, Sink: sink, Progress: &out})
+	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: m, Sink: sink, Progress: &out})
 	var sf *StepsFailedError
 	if !errors.As(err, &sf) || sf.Failed != 1 || sf.Total != 6 {
 		t.Fatalf("Execute: %v; want 1 of 6 steps failed", err)
@@ -137,7 +134,7 @@ func TestDatapathFailureRebuildsTheLab(t *testing.T) {
 // When the lab cannot be rebuilt, its arm stops — each of its later steps
 // fails at once, naming why — and the other arms go on.
 func TestDatapathFailureRebuildFails(t *testing.T) {
-	e, _ := Parse([]byte(ovnTwoArms), "x.yaml")
+	e := mustParse(t, ovnTwoArms)
 	labs := &healthLabs{failUps: map[int]bool{3: true}}
 	sink := &memSink{}
 	_, err := Execute(context.Background(), e, Options{Labs: labs, Measurer: &crashMeasurer{labs: labs, crashAt: 4}, Sink: sink})
@@ -169,7 +166,7 @@ func (zeroMeasurer) Measure(_ context.Context, req MeasureRequest) (*result.Resu
 }
 
 func TestStepThatMovedNothingIsAnError(t *testing.T) {
-	e, _ := Parse([]byte("name: z\ntests: [udp_lat]\nduration: 100ms\nwarmup: 0s\nrepeats: 1\narms: [{name: a, topology: veth}]"), "x.yaml")
+	e := mustParse(t, "name: z\ntests: [udp_lat]\nduration: 100ms\nwarmup: 0s\nrepeats: 1\narms: [{name: a, topology: veth}]")
 	sink := &memSink{}
 	_, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: zeroMeasurer{}, Sink: sink})
 	var sf *StepsFailedError

@@ -48,10 +48,7 @@ func TestExecuteProbesEachPathOnce(t *testing.T) {
     topology: vxlan
     tests: [tcp_lat]
 `
-	e, err := Parse([]byte(doc), "x.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, doc)
 	labs := &probingLabs{}
 	sink := &memSink{}
 	var out strings.Builder

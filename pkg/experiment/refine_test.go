@@ -47,10 +47,7 @@ arms:
 // Only the cell that misses the target gets more rounds, until it meets
 // it; the stored status says so.
 func TestPrecisionRoundsOnlyForImpreciseCells(t *testing.T) {
-	e, err := Parse([]byte(precisionDoc), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, precisionDoc)
 	m := &noisyMeasurer{rng: rand.New(rand.NewPCG(1, 2)), n: map[string]int{}}
 	sink := &memSink{}
 	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: m, Sink: sink}); err != nil {
@@ -81,10 +78,7 @@ func TestPrecisionRoundsOnlyForImpreciseCells(t *testing.T) {
 // A budget smaller than what the noisy cell needs stops the rounds and
 // names the cell that missed the target, with its width and sample count.
 func TestPrecisionBudgetSpent(t *testing.T) {
-	e, err := Parse([]byte(strings.Replace(precisionDoc, "budget: 1h", "budget: 2s", 1)), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, strings.Replace(precisionDoc, "budget: 1h", "budget: 2s", 1))
 	// Each step takes ~50 ms here, so 2 s holds the fixed rounds and a few more.
 	m := &slowMeasurer{noisyMeasurer{rng: rand.New(rand.NewPCG(3, 4)), n: map[string]int{}}, 50 * time.Millisecond}
 	sink := &memSink{}
@@ -127,7 +121,7 @@ func TestPrecisionParseErrors(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", tc.extra, err, tc.want)
 		}
 	}
-	e, _ := Parse([]byte(base), "x.yaml")
+	e := mustParse(t, base)
 	p := 0.7
 	if err := e.Override(Overrides{Precision: &p}); err == nil || !strings.Contains(err.Error(), "--precision 70%") {
 		t.Errorf("--precision 70%%: %v", err)
@@ -195,10 +189,7 @@ func TestTriage(t *testing.T) {
 // how many cells are still too wide and which, and its steps count within
 // the round against the budget left, never "[N/N] … (ETA 0s)" for minutes.
 func TestPrecisionProgressLines(t *testing.T) {
-	e, err := Parse([]byte(precisionDoc), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustParse(t, precisionDoc)
 	m := &noisyMeasurer{rng: rand.New(rand.NewPCG(1, 2)), n: map[string]int{}}
 	var out strings.Builder
 	if _, err := Execute(context.Background(), e, Options{Labs: &fakeLabs{}, Measurer: m, Sink: &memSink{}, Progress: &out}); err != nil {

@@ -148,9 +148,9 @@ func ParsePercent(s string) (float64, error) {
 
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
+	v, err := yamlfile.Duration(n, "3s, 500ms, 1m")
 	if err != nil {
-		return fmt.Errorf("line %d: bad duration %q: want e.g. 3s, 500ms, 1m", n.Line, n.Value)
+		return err
 	}
 	*d = Duration(v)
 	return nil

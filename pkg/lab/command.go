@@ -17,12 +17,16 @@ type UpCommand struct {
 	Topology string   // a preset name or a topology file
 	Sets     []string // knob key=value pairs
 	Name     string   // "" = <preset>-<id>
-	Log      io.Writer
+	Quiet    bool     // no progress lines
 }
 
 // Run checks the topology and knobs (an ErrInvalid error, before anything
-// is created), builds the lab and prints its endpoints to out.
-func (c UpCommand) Run(ctx context.Context, out io.Writer) error {
+// is created), builds the lab and prints its endpoints to out; progress
+// lines go to log unless Quiet.
+func (c UpCommand) Run(ctx context.Context, out, log io.Writer) error {
+	if c.Quiet {
+		log = nil // UpOptions.Log: nil is silent
+	}
 	knobs, err := ParseSets(c.Sets)
 	if err != nil {
 		return err
@@ -32,7 +36,7 @@ func (c UpCommand) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	l, err := Up(ctx, spec, UpOptions{Name: c.Name, Log: c.Log})
+	l, err := Up(ctx, spec, UpOptions{Name: c.Name, Log: log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func TestUpCommandRefusesBadInput(t *testing.T) {
 		{Topology: filepath.Join(t.TempDir(), "missing.yaml")},
 	} {
 		var out bytes.Buffer
-		if err := c.Run(context.Background(), &out); !errors.Is(err, ErrInvalid) || out.Len() > 0 {
+		if err := c.Run(context.Background(), &out, io.Discard); !errors.Is(err, ErrInvalid) || out.Len() > 0 {
 			t.Errorf("%+v: got %v, printed %q; want ErrInvalid and nothing printed", c, err, out.String())
 		}
 	}

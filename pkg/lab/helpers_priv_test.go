@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibench/cnibench/internal/testns"
 	"github.com/cnibench/cnibench/pkg/netns"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/google/nftables"
@@ -42,6 +43,21 @@ func upLab(t *testing.T, s *Spec) *Lab {
 	}
 	downOnCleanup(t, l)
 	return l
+}
+
+// needBuildable skips t unless this host can build topo: root, and the
+// registry's probe for it (the daemons and packages it needs) passes.
+func needBuildable(t *testing.T, topo string) {
+	t.Helper()
+	testns.NeedRoot(t)
+	s, _ := Preset(topo)
+	tp, err := lookupTopology(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.probe(context.Background(), s, ""); err != nil {
+		t.Skip(err.Error())
+	}
 }
 
 // upPreset brings preset p up as upLab does, with a PMD that sleeps when

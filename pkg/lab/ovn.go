@@ -230,67 +230,75 @@ func (b *builder) buildOVN(ctx context.Context) error {
 		last = time.Now()
 	}
 
-	// 1. The four database servers start while the links and pods are made.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return o.startDB(gctx, o.central, "nb", ovnNBSchema, "central") })
-	g.Go(func() error { return o.startDB(gctx, o.central, "sb", ovnSBSchema, "central") })
-	for n := range o.nodes {
-		g.Go(func() error { return o.startDB(gctx, o.nodes[n], "db", ovsSchema, fmt.Sprintf("node%d", n+1)) })
+	// stage runs the central jobs and perNode for every node at once, and
+	// logs done with its time once all of them succeeded.
+	stage := func(done string, perNode func(ctx context.Context, n int) error, central ...func(ctx context.Context) error) error {
+		g, gctx := errgroup.WithContext(ctx)
+		for _, f := range central {
+			g.Go(func() error { return f(gctx) })
+		}
+		for n := range o.nodes {
+			g.Go(func() error { return perNode(gctx, n) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		phase(done)
+		return nil
 	}
-	g.Go(func() error { return b.ovnLinks(gctx) })
-	if err := g.Wait(); err != nil {
+
+	// 1. The four database servers start while the links and pods are made.
+	err := stage("4 ovsdb-servers listening, links and pods made",
+		func(ctx context.Context, n int) error {
+			return o.startDB(ctx, o.nodes[n], "db", ovsSchema, fmt.Sprintf("node%d", n+1))
+		},
+		func(ctx context.Context) error { return o.startDB(ctx, o.central, "nb", ovnNBSchema, "central") },
+		func(ctx context.Context) error { return o.startDB(ctx, o.central, "sb", ovnSBSchema, "central") },
+		b.ovnLinks)
+	if err != nil {
 		return err
 	}
-	phase("4 ovsdb-servers listening, links and pods made")
 
 	// 2. Every database in one transaction each, before its daemon runs.
-	g, gctx = errgroup.WithContext(ctx)
-	g.Go(func() error {
-		// ovn-controller 23.03 dies of a segfault on a southbound
-		// database without its SB_Global row, which ovn-northd makes
-		// only after its first run (fixed upstream by OVN fa725727ae8c,
-		// first in 26.03): make it now.
-		_, err := o.sb().Transact(gctx, ovsdb.Op{"op": "insert", "table": "SB_Global", "row": map[string]any{}})
-		if err != nil {
-			return fmt.Errorf("southbound SB_Global: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		if _, err := o.nb().Transact(gctx, ovnNorthbound(b.s, b.lo)...); err != nil {
-			return fmt.Errorf("northbound database: %w", err)
-		}
-		return nil
-	})
-	for n := range o.nodes {
-		g.Go(func() error { return o.configureNode(gctx, n) })
-	}
-	if err := g.Wait(); err != nil {
+	err = stage("node databases and northbound written (one transaction each)", o.configureNode,
+		func(ctx context.Context) error {
+			// ovn-controller 23.03 dies of a segfault on a southbound
+			// database without its SB_Global row, which ovn-northd makes
+			// only after its first run (fixed upstream by OVN fa725727ae8c,
+			// first in 26.03): make it now.
+			_, err := o.sb().Transact(ctx, ovsdb.Op{"op": "insert", "table": "SB_Global", "row": map[string]any{}})
+			if err != nil {
+				return fmt.Errorf("southbound SB_Global: %w", err)
+			}
+			return nil
+		},
+		func(ctx context.Context) error {
+			if _, err := o.nb().Transact(ctx, ovnNorthbound(b.s, b.lo)...); err != nil {
+				return fmt.Errorf("northbound database: %w", err)
+			}
+			return nil
+		})
+	if err != nil {
 		return err
 	}
-	phase("node databases and northbound written (one transaction each)")
 
 	// 3. ovn-northd and the two switches at once; each node's
 	// ovn-controller as soon as its switch listens.
-	g, gctx = errgroup.WithContext(ctx)
-	g.Go(func() error {
-		_, err := o.start(gctx, o.central, "central", "ovn-northd", "--ovnnb-db=unix:"+o.nb().Socket, "--ovnsb-db=unix:"+o.sb().Socket,
-			"--unixctl="+filepath.Join(o.central.dir, "ovn-northd.ctl"))
-		return err
-	})
-	for n := range o.nodes {
-		g.Go(func() error { return o.startNode(gctx, n) })
-	}
-	if err := g.Wait(); err != nil {
+	err = stage("ovn-northd, 2 ovs-vswitchd, 2 ovn-controller started", o.startNode,
+		func(ctx context.Context) error {
+			_, err := o.start(ctx, o.central, "central", "ovn-northd", "--ovnnb-db=unix:"+o.nb().Socket, "--ovnsb-db=unix:"+o.sb().Socket,
+				"--unixctl="+filepath.Join(o.central.dir, "ovn-northd.ctl"))
+			return err
+		})
+	if err != nil {
 		return err
 	}
-	phase("ovn-northd, 2 ovs-vswitchd, 2 ovn-controller started")
 
 	// 4. Ready: both chassis registered, every pod's port up (its flows
 	// are in its switch), every chassis caught up with the northbound
 	// database, and a packet across the nodes answered.
 	wait := ovnReadyTimeout(b.s)
-	err := b.l.watchDaemons(ctx, func(ctx context.Context) error {
+	err = b.l.watchDaemons(ctx, func(ctx context.Context) error {
 		var chassis []ovsdb.Op
 		for _, ns := range b.lo.nodeNS {
 			chassis = append(chassis, ovsdb.Wait("Chassis", []any{ovsdb.Cond("name", "==", ns)}, wait))

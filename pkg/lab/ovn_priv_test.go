@@ -25,12 +25,14 @@ import (
 // southbound databases and the flows, DPDK, a killed daemon, a missing
 // package, and nothing left on any path out.
 
-func needOVN(t *testing.T) {
-	t.Helper()
-	testns.NeedRoot(t)
-	s, _ := Preset(TopoOVNOverlay)
-	if err := probeOVN(context.Background(), s, ""); err != nil {
-		t.Skip(err.Error())
+// onOVNPresets runs f as a subtest per OVN preset, each on a fresh lab of
+// it, where this host can run OVN; it holds the host-wide test lock.
+func onOVNPresets(t *testing.T, f func(t *testing.T, preset string, l *Lab)) {
+	testns.HostWide(t)
+	needBuildable(t, TopoOVNOverlay)
+	privateState(t)
+	for _, preset := range []string{TopoOVNOverlay, TopoOVNUnderlay} {
+		t.Run(preset, func(t *testing.T) { f(t, preset, upLab(t, presetWith(t, preset, nil))) })
 	}
 }
 
@@ -97,41 +99,35 @@ func echoPairs(t *testing.T, l *Lab, port int, pairs ...[2]string) {
 // packets go through the userspace GENEVE tunnel (tnl_push / tnl_pop
 // flows) and the underlay's do not; both nodes' vswitchds are metered.
 func TestPrivOVNPresets(t *testing.T) {
-	testns.HostWide(t)
-	needOVN(t)
-	privateState(t)
-	for _, preset := range []string{TopoOVNOverlay, TopoOVNUnderlay} {
-		t.Run(preset, func(t *testing.T) {
-			l := upLab(t, presetWith(t, preset, nil))
-			if l.Pods != 4 || len(l.Daemons) != 9 {
-				t.Fatalf("%d pods, daemons %v; want 4 pods and 9 daemons", l.Pods, l.Daemons)
-			}
-			if err := l.Health(); err != nil {
-				t.Fatal(err)
-			}
-			m := startMeter(t, l, "no datapath meter for a running OVN lab")
-			echoPairs(t, l, 17500, [2]string{"client", "server"}, [2]string{"client", "pod1-1"}, [2]string{"node1", "node2"})
-			d, missing := m.Stop(context.Background())
-			if d.Seconds == nil || *d.Seconds <= 0 || len(d.Agents) != 2 || d.Agents[0].Node != "node1" || d.Agents[1].Node != "node2" {
-				t.Errorf("datapath CPU over the echoes: %+v %v", d, missing)
-			}
-			if missing["pmd_seconds"] == "" {
-				t.Errorf("no PMD without dpdk: want pmd_seconds missing with its reason, got %v", missing)
-			}
-			flows := datapathFlows(t, l, "node1")
-			tunnelled := strings.Contains(flows, "tnl_push(") && strings.Contains(flows, "tnl_pop(")
-			if want := preset == TopoOVNOverlay; tunnelled != want {
-				t.Errorf("%s: tunnel flows on node1 %v, want %v:\n%s", preset, tunnelled, want, flows)
-			}
-			if preset == TopoOVNOverlay && !strings.Contains(flows, "geneve(") {
-				t.Errorf("overlay: no GENEVE header in node1's tnl_push flows:\n%s", flows)
-			}
-			mtu := map[string]int{TopoOVNOverlay: 1400, TopoOVNUnderlay: 1500}[preset]
-			if l.PodMTU != mtu || podMTU(t, l.Endpoints["client"].Netns) != mtu {
-				t.Errorf("pod MTU %d (recorded %d), want Kube-OVN's %d", podMTU(t, l.Endpoints["client"].Netns), l.PodMTU, mtu)
-			}
-		})
-	}
+	onOVNPresets(t, func(t *testing.T, preset string, l *Lab) {
+		if l.Pods != 4 || len(l.Daemons) != 9 {
+			t.Fatalf("%d pods, daemons %v; want 4 pods and 9 daemons", l.Pods, l.Daemons)
+		}
+		if err := l.Health(); err != nil {
+			t.Fatal(err)
+		}
+		m := startMeter(t, l, "no datapath meter for a running OVN lab")
+		echoPairs(t, l, 17500, [2]string{"client", "server"}, [2]string{"client", "pod1-1"}, [2]string{"node1", "node2"})
+		d, missing := m.Stop(context.Background())
+		if d.Seconds == nil || *d.Seconds <= 0 || len(d.Agents) != 2 || d.Agents[0].Node != "node1" || d.Agents[1].Node != "node2" {
+			t.Errorf("datapath CPU over the echoes: %+v %v", d, missing)
+		}
+		if missing["pmd_seconds"] == "" {
+			t.Errorf("no PMD without dpdk: want pmd_seconds missing with its reason, got %v", missing)
+		}
+		flows := datapathFlows(t, l, "node1")
+		tunnelled := strings.Contains(flows, "tnl_push(") && strings.Contains(flows, "tnl_pop(")
+		if want := preset == TopoOVNOverlay; tunnelled != want {
+			t.Errorf("%s: tunnel flows on node1 %v, want %v:\n%s", preset, tunnelled, want, flows)
+		}
+		if preset == TopoOVNOverlay && !strings.Contains(flows, "geneve(") {
+			t.Errorf("overlay: no GENEVE header in node1's tnl_push flows:\n%s", flows)
+		}
+		mtu := map[string]int{TopoOVNOverlay: 1400, TopoOVNUnderlay: 1500}[preset]
+		if l.PodMTU != mtu || podMTU(t, l.Endpoints["client"].Netns) != mtu {
+			t.Errorf("pod MTU %d (recorded %d), want Kube-OVN's %d", podMTU(t, l.Endpoints["client"].Netns), l.PodMTU, mtu)
+		}
+	})
 }
 
 func podMTU(t *testing.T, ns string) int {
@@ -153,7 +149,7 @@ func podMTU(t *testing.T, ns string) int {
 // traffic through what it built.
 func TestPrivOVNKnobs(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	privateState(t)
 	// skip_conntrack and policies do not go together (checkOVN says why):
 	// the policy is checked on its own lab below.
@@ -230,7 +226,7 @@ func TestPrivOVNKnobs(t *testing.T) {
 // (set); an allowed pod gets through both ways, one not allowed does not.
 func TestPrivOVNPolicies(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	privateState(t)
 	for _, c := range []struct {
 		preset, mode string
@@ -279,8 +275,8 @@ func TestPrivOVNPolicies(t *testing.T) {
 // changing the host, and Down removes DPDK's runtime directories.
 func TestPrivOVNDPDK(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
-	needOVSDPDK(t)
+	needBuildable(t, TopoOVNOverlay)
+	needBuildable(t, TopoOVSDPDK)
 	privateState(t)
 	l := upLab(t, presetWith(t, TopoOVNOverlay, map[string]string{"dpdk": "on", "pmd_sleep": "500", "ring_frames": "1024"}))
 	if !l.ChangesHost() {
@@ -321,7 +317,7 @@ func TestPrivOVNDPDK(t *testing.T) {
 // crash would end it) is what Health reports, by name, node and pid.
 func TestPrivOVNDaemonKilled(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	privateState(t)
 	l := upLab(t, presetWith(t, TopoOVNOverlay, nil))
 	var victim, stopped Daemon
@@ -403,7 +399,7 @@ func TestPrivOVNMissing(t *testing.T) {
 // namespace, run directory or state.
 func TestPrivOVNUpCancelled(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	privateState(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	for i := 0; i < 8; i++ {
@@ -425,7 +421,7 @@ func TestPrivOVNUpCancelled(t *testing.T) {
 // --id` must stop every daemon and remove every object.
 func TestPrivOVNCleanAfterSIGKILL(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	bin := testns.Binary(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
 	for i := 0; i < 6; i++ {

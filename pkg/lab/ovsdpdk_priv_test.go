@@ -30,15 +30,6 @@ func quietPMD(topo string) map[string]string {
 	return nil
 }
 
-func needOVSDPDK(t *testing.T) {
-	t.Helper()
-	testns.NeedRoot(t)
-	s, _ := Preset(TopoOVSDPDK)
-	if err := probeOVSDPDK(context.Background(), s, ""); err != nil {
-		t.Skip(err.Error())
-	}
-}
-
 // hugepageState is what an ovs-dpdk lab must give back: the sysctl's exact
 // bytes and the kernel's pool.
 func hugepageState(t *testing.T) string {
@@ -81,7 +72,7 @@ func assertDPDKReleased(t *testing.T, id, hugeBefore string) {
 // PMD, meters the vswitchd, and checks Down gives everything back.
 func TestPrivOVSDPDK(t *testing.T) {
 	testns.HostWide(t)
-	needOVSDPDK(t)
+	needBuildable(t, TopoOVSDPDK)
 	privateState(t)
 	online, err := onlineCPUs()
 	if err != nil {
@@ -180,7 +171,7 @@ func TestPrivOVSDPDK(t *testing.T) {
 // the hugepages are reserved: everything goes, the pages come back.
 func TestPrivOVSDPDKInterrupted(t *testing.T) {
 	testns.HostWide(t)
-	needOVSDPDK(t)
+	needBuildable(t, TopoOVSDPDK)
 	privateState(t)
 	before := hugepageState(t)
 	id := pinID(t)
@@ -212,7 +203,7 @@ func TestPrivOVSDPDKInterrupted(t *testing.T) {
 // switch, remove every object and give the hugepages back.
 func TestPrivOVSDPDKCleanAfterSIGKILL(t *testing.T) {
 	testns.HostWide(t)
-	needOVSDPDK(t)
+	needBuildable(t, TopoOVSDPDK)
 	bin := testns.Binary(t)
 	before := hugepageState(t)
 	id, out := killLabUp(t, bin, "killed-dpdk-"+runid.New(), []string{"ovs-dpdk", "--set", "pmd_sleep=500"},

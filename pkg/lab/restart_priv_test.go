@@ -23,69 +23,63 @@ import (
 // southbound database, ovn-northd is active, and traffic crosses the
 // nodes both ways.
 func TestPrivOVNRestart(t *testing.T) {
-	testns.HostWide(t)
-	needOVN(t)
-	privateState(t)
-	for _, preset := range []string{TopoOVNOverlay, TopoOVNUnderlay} {
-		t.Run(preset, func(t *testing.T) {
-			l := upLab(t, presetWith(t, preset, nil))
-			port := 17600
-			for _, tc := range []struct {
-				d    PrivateDaemon
-				node int
-			}{{OVNController, 2}, {OVNController, 1}, {OVNNorthd, 0}, {OVNNorthbound, 0}, {OVNSouthbound, 0}, {Vswitchd, 2}, {Vswitchd, 1}} {
-				// Read before each restart: a fresh ovn-underlay lab may
-				// still be adding a few flows (300, then 304 here).
-				flows := map[string]int{"node1": ofFlowCount(t, l, "node1"), "node2": ofFlowCount(t, l, "node2")}
-				old := daemonOf(t, l, tc.d, tc.node)
-				oldArgs, _, err := procArgs(old.PID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rs, err := l.Restart(context.Background(), tc.d, tc.node)
-				if err != nil {
-					t.Fatalf("restart %s %d: %v", tc.d, tc.node, err)
-				}
-				t.Logf("%s node %d: gone %v, started %v, back %v after SIGTERM; CPU %v",
-					tc.d, tc.node, rs.Exited.Sub(rs.Killed), rs.Started.Sub(rs.Killed), rs.Back.Sub(rs.Killed), rs.CPU)
-				// Back is checked first: every later check takes time the
-				// lab could use to catch up.
-				for node, want := range flows {
-					if n := ofFlowCount(t, l, node); n < want {
-						t.Errorf("%s %d: %s holds %d OpenFlow flows when the restart is over, %d before", tc.d, tc.node, node, n, want)
-					}
-				}
-				if procAlive(old.PID) || rs.Daemon.PID == old.PID || rs.Daemon.PID != daemonOf(t, l, tc.d, tc.node).PID {
-					t.Errorf("%s %d: old pid %d alive %v, new %d", tc.d, tc.node, old.PID, procAlive(old.PID), rs.Daemon.PID)
-				}
-				if args, _, err := procArgs(rs.Daemon.PID); err != nil || strings.Join(args, " ") != strings.Join(oldArgs, " ") {
-					t.Errorf("%s %d: command line %q, was %q (%v)", tc.d, tc.node, args, oldArgs, err)
-				}
-				if !(rs.Killed.Before(rs.Exited) && !rs.Started.Before(rs.Exited) && !rs.Back.Before(rs.Started)) || rs.CPU <= 0 {
-					t.Errorf("%s %d: instants out of order or no CPU: %+v", tc.d, tc.node, rs)
-				}
-				if err := l.Health(); err != nil {
-					t.Errorf("%s %d: %v", tc.d, tc.node, err)
-				}
-				saved, err := Get(l.Name)
-				if err != nil || !hasDaemonPID(saved, rs.Daemon.PID) {
-					t.Errorf("%s %d: state file does not name pid %d (%v)", tc.d, tc.node, rs.Daemon.PID, err)
-				}
-				for _, node := range []string{"node1", "node2"} {
-					pid := daemonOf(t, l, OVNController, int(node[4]-'0')).PID
-					ctl := filepath.Join(ovnDir(t, l, node), fmt.Sprintf("ovn-controller.%d.ctl", pid))
-					if st := strings.TrimSpace(appctl(t, ctl, "connection-status")); st != "connected" {
-						t.Errorf("%s %d: %s's ovn-controller: %q, want connected", tc.d, tc.node, node, st)
-					}
-				}
-				if st := appctl(t, filepath.Join(ovnDir(t, l, "central"), "ovn-northd.ctl"), "status"); !strings.Contains(st, "Status: active") {
-					t.Errorf("%s %d: ovn-northd %q, want active", tc.d, tc.node, st)
-				}
-				echoPairs(t, l, port, [2]string{"client", "server"})
-				port += 2
+	onOVNPresets(t, func(t *testing.T, preset string, l *Lab) {
+		port := 17600
+		for _, tc := range []struct {
+			d    PrivateDaemon
+			node int
+		}{{OVNController, 2}, {OVNController, 1}, {OVNNorthd, 0}, {OVNNorthbound, 0}, {OVNSouthbound, 0}, {Vswitchd, 2}, {Vswitchd, 1}} {
+			// Read before each restart: a fresh ovn-underlay lab may
+			// still be adding a few flows (300, then 304 here).
+			flows := map[string]int{"node1": ofFlowCount(t, l, "node1"), "node2": ofFlowCount(t, l, "node2")}
+			old := daemonOf(t, l, tc.d, tc.node)
+			oldArgs, _, err := procArgs(old.PID)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			rs, err := l.Restart(context.Background(), tc.d, tc.node)
+			if err != nil {
+				t.Fatalf("restart %s %d: %v", tc.d, tc.node, err)
+			}
+			t.Logf("%s node %d: gone %v, started %v, back %v after SIGTERM; CPU %v",
+				tc.d, tc.node, rs.Exited.Sub(rs.Killed), rs.Started.Sub(rs.Killed), rs.Back.Sub(rs.Killed), rs.CPU)
+			// Back is checked first: every later check takes time the
+			// lab could use to catch up.
+			for node, want := range flows {
+				if n := ofFlowCount(t, l, node); n < want {
+					t.Errorf("%s %d: %s holds %d OpenFlow flows when the restart is over, %d before", tc.d, tc.node, node, n, want)
+				}
+			}
+			if procAlive(old.PID) || rs.Daemon.PID == old.PID || rs.Daemon.PID != daemonOf(t, l, tc.d, tc.node).PID {
+				t.Errorf("%s %d: old pid %d alive %v, new %d", tc.d, tc.node, old.PID, procAlive(old.PID), rs.Daemon.PID)
+			}
+			if args, _, err := procArgs(rs.Daemon.PID); err != nil || strings.Join(args, " ") != strings.Join(oldArgs, " ") {
+				t.Errorf("%s %d: command line %q, was %q (%v)", tc.d, tc.node, args, oldArgs, err)
+			}
+			if !(rs.Killed.Before(rs.Exited) && !rs.Started.Before(rs.Exited) && !rs.Back.Before(rs.Started)) || rs.CPU <= 0 {
+				t.Errorf("%s %d: instants out of order or no CPU: %+v", tc.d, tc.node, rs)
+			}
+			if err := l.Health(); err != nil {
+				t.Errorf("%s %d: %v", tc.d, tc.node, err)
+			}
+			saved, err := Get(l.Name)
+			if err != nil || !hasDaemonPID(saved, rs.Daemon.PID) {
+				t.Errorf("%s %d: state file does not name pid %d (%v)", tc.d, tc.node, rs.Daemon.PID, err)
+			}
+			for _, node := range []string{"node1", "node2"} {
+				pid := daemonOf(t, l, OVNController, int(node[4]-'0')).PID
+				ctl := filepath.Join(ovnDir(t, l, node), fmt.Sprintf("ovn-controller.%d.ctl", pid))
+				if st := strings.TrimSpace(appctl(t, ctl, "connection-status")); st != "connected" {
+					t.Errorf("%s %d: %s's ovn-controller: %q, want connected", tc.d, tc.node, node, st)
+				}
+			}
+			if st := appctl(t, filepath.Join(ovnDir(t, l, "central"), "ovn-northd.ctl"), "status"); !strings.Contains(st, "Status: active") {
+				t.Errorf("%s %d: ovn-northd %q, want active", tc.d, tc.node, st)
+			}
+			echoPairs(t, l, port, [2]string{"client", "server"})
+			port += 2
+		}
+	})
 }
 
 // TestPrivOVNRestartInterrupted: a restart whose context is cancelled
@@ -93,7 +87,7 @@ func TestPrivOVNRestart(t *testing.T) {
 // whole) and returns the context's error.
 func TestPrivOVNRestartInterrupted(t *testing.T) {
 	testns.HostWide(t)
-	needOVN(t)
+	needBuildable(t, TopoOVNOverlay)
 	privateState(t)
 	l := upLab(t, presetWith(t, TopoOVNOverlay, nil))
 	old := daemonOf(t, l, OVNController, 2)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cnibench/cnibench/pkg/yamlfile"
 )
 
 // ErrInvalid is wrapped by every error about a pressure block's values.
@@ -55,9 +57,9 @@ type Duration time.Duration
 
 // UnmarshalYAML reads "2s", "500ms".
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
+	v, err := yamlfile.Duration(n, "2s, 500ms")
 	if err != nil {
-		return fmt.Errorf("line %d: bad duration %q: want e.g. 2s, 500ms", n.Line, n.Value)
+		return err
 	}
 	*d = Duration(v)
 	return nil

@@ -1,18 +1,17 @@
 package pressure
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cnibench/cnibench/pkg/helperproc"
 	"github.com/cnibench/cnibench/pkg/netns"
 )
 
@@ -68,10 +67,7 @@ func raiseSoftFileLimit() (uint64, error) {
 }
 
 // serverProc is a running pressure-server.
-type serverProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-}
+type serverProc struct{ *helperproc.Proc }
 
 // startServer starts the server in namespace ns and waits for its "ready".
 func startServer(self, ns string, ip netip.Addr) (*serverProc, error) {
@@ -82,54 +78,31 @@ func startServer(self, ns string, ip netip.Addr) (*serverProc, error) {
 		}
 	}
 	cmd := exec.Command(self, "pressure-server", "--listen", ip.String())
-	stdin, err := cmd.StdinPipe()
+	hp, err := helperproc.Start(cmd, func(cmd *exec.Cmd) error { return netns.Start(ns, cmd) })
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := netns.Start(ns, cmd); err != nil {
 		return nil, fmt.Errorf("start pressure server in %s: %w", ns, err)
 	}
-	p := &serverProc{cmd: cmd, stdin: stdin}
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- strings.TrimSpace(l)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		if l == "ready" {
-			return p, nil
-		}
-		p.stop()
-		return nil, fmt.Errorf("pressure server in %s did not start: %s", ns, strings.TrimSpace(stderr.String()))
-	case <-time.After(10 * time.Second):
+	p := &serverProc{hp}
+	switch err := hp.WaitReady(10 * time.Second); {
+	case errors.Is(err, helperproc.ErrTimeout):
 		p.stop()
 		return nil, fmt.Errorf("pressure server in %s: not ready after 10s", ns)
+	case err != nil:
+		p.stop()
+		return nil, fmt.Errorf("pressure server in %s did not start: %s", ns, hp.Stderr())
 	}
+	return p, nil
 }
 
 // stop ends the server: its stdin closed, then killed if it lingers.
 func (p *serverProc) stop() error {
-	p.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("pressure server: %w", err)
-		}
-		return err
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
+	killed, err := p.Stop(5 * time.Second)
+	if killed {
 		return errors.New("pressure server: killed after not stopping for 5s")
 	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("pressure server: %w", err)
+	}
+	return err
 }

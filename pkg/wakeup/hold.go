@@ -1,7 +1,6 @@
 package wakeup
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,11 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibench/cnibench/pkg/helperproc"
 )
 
 // SpinArg is the first argument that makes the cnibench binary run as the
@@ -85,51 +85,22 @@ func startSpin(exe string) (*Held, error) {
 	cmd := exec.Command(exe, SpinArg)
 	// Dies with us even on SIGKILL, so nothing is ever left spinning.
 	cmd.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL, Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	hp, err := helperproc.Start(cmd, (*exec.Cmd).Start)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("wake-up policy spin: start %s: %w", exe, err)
 	}
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err == nil && strings.TrimSpace(line) != "ready" {
-			err = fmt.Errorf("unexpected %q", line)
-		}
-		ready <- err
-		io.Copy(io.Discard, stdout)
-	}()
-	stop := func() error {
-		stdin.Close() // EOF: the spinner exits by itself
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(2 * time.Second):
-			cmd.Process.Kill()
-			return <-done
-		}
-	}
-	select {
-	case err := <-ready:
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("wake-up policy spin: spinner did not start: %v %s", err, strings.TrimSpace(stderr.String()))
-		}
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
+	switch err := hp.WaitReady(5 * time.Second); {
+	case errors.Is(err, helperproc.ErrTimeout):
+		hp.Kill()
 		return nil, errors.New("wake-up policy spin: spinner not ready after 5s")
+	case err != nil:
+		hp.Kill()
+		return nil, fmt.Errorf("wake-up policy spin: spinner did not start: %v %s", err, hp.Stderr())
+	}
+	// EOF on its stdin: the spinner exits by itself.
+	stop := func() error {
+		_, err := hp.Stop(2 * time.Second)
+		return err
 	}
 	return &Held{Policy: Spin, Pid: cmd.Process.Pid, release: stop}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -25,6 +26,17 @@ var ErrEmpty = errors.New("empty document")
 // Help says what a field takes, by its path ("knobs", "arms[2].cpus"); ""
 // falls back to what its Go type takes.
 type Help func(path string) string
+
+// Duration parses a duration node ("2s", "500ms") for a type's
+// UnmarshalYAML; its error names the line and gives examples, e.g.
+// "2s, 500ms".
+func Duration(n *yaml.Node, examples string) (time.Duration, error) {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, fmt.Errorf("line %d: bad duration %q: want e.g. %s", n.Line, n.Value, examples)
+	}
+	return v, nil
+}
 
 // Decode decodes data into v, a pointer to a struct.
 func Decode(data []byte, v any, help Help) error {

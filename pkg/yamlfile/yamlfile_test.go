@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -76,5 +77,22 @@ func TestDecodeErrors(t *testing.T) {
 	var d doc
 	if err := Decode([]byte("# nothing\n"), &d, nil); !errors.Is(err, ErrEmpty) {
 		t.Errorf("empty document: %v", err)
+	}
+}
+
+// A duration node parses as Go's durations do; a bad one names its line
+// and the examples the caller gave.
+func TestDuration(t *testing.T) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("a: 500ms\nb: 3 seconds\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	m := doc.Content[0].Content
+	if d, err := Duration(m[1], "2s"); err != nil || d != 500*time.Millisecond {
+		t.Errorf("500ms: %v, %v", d, err)
+	}
+	_, err := Duration(m[3], "2s, 500ms")
+	if want := `line 2: bad duration "3 seconds": want e.g. 2s, 500ms`; err == nil || err.Error() != want {
+		t.Errorf("3 seconds: %v; want %s", err, want)
 	}
 }
