@@ -13,10 +13,7 @@ func newCrosscheckCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Runs the ready experiment "crosscheck": the built-in engine and each reference
-tool on the same veth pair, interleaved in one run, and prints every arm as a
-ratio to the built-in engine. It is the method behind the engine's accuracy
-claims (docs/engine.md). A tool that lacks a test is not asked for it.`
+	cmd.Long = experiment.CrosscheckHelp
 	f := cmd.Flags()
 	addDBFlag(cmd, &c.Local.DBPath)
 	f.IntVar(&c.Flags.Repeats, "repeats", 0, "repeats per cell (default 3)")

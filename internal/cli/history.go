@@ -16,14 +16,8 @@ func newHistoryCmd() *cobra.Command {
 			c.Experiment = args[0]
 			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Every complete stored run of one experiment (by the experiment's name stored with each run),
-oldest first: each cell's median per run as a sparkline (terminal) or a line chart
-(HTML), the change points E-divisive means finds in it (a permutation test at
-p ≤ 0.05 with a fixed seed, at least 3 runs on each side), and the runs' host
-fingerprints, so a kernel or host change shows next to a shift.`
-	cmd.Example = `  cnibench history default
-  cnibench history kube-ovn-default-vs-optimized --format html -o history.html
-  cnibench history default --last 30 --format json`
+	cmd.Long = report.HistoryHelp
+	cmd.Example = report.HistoryExamples
 	addDBFlag(cmd, &c.DBPath)
 	cmd.Flags().IntVar(&c.Last, "last", 0, "only the newest N runs (0 = all)")
 	addOutputFlags(cmd, &c.Format, &c.Output, report.HistoryFormats)

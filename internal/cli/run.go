@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -19,13 +17,7 @@ func newRunCmd() *cobra.Command {
 			}
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Run an experiment file, or a ready experiment by name (default: "default").
-Ready experiments: ` + strings.Join(experiment.ReadyNames(), ", ") + `.
-
-Each distinct lab topology is built once and kept up for the whole run so the
-steps can be interleaved (A B C A B C …); every lab is removed at the end, also
-on failure and Ctrl-C. Each sample is stored as it finishes, so an interrupted
-run keeps what it measured and is marked incomplete.`
+	cmd.Long = experiment.RunHelp()
 	f := cmd.Flags()
 	addDBFlag(cmd, &c.Local.DBPath)
 	addOverrideFlags(f, &c.Flags)

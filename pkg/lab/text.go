@@ -127,6 +127,11 @@ func WriteList(w io.Writer, labs []*Lab) error {
 	return tw.Flush()
 }
 
+// StatusHelp is `cnibench tune status --help`'s description.
+const StatusHelp = "status lists the journals of `tune apply` (in --journal-dir) that are not rolled back, then\n" +
+	"every lab's journal (beside the labs' state files) with the changes it holds now: which lab\n" +
+	"and run id, the setting, where (host or namespace), and its old and new values."
+
 // Status prints `tune status`: the apply journals in dir that are not
 // rolled back (all of them with all), then every lab's journal with the
 // changes it holds now — as text, or as one JSON document.
