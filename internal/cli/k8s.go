@@ -9,19 +9,14 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func newK8sCmd() *cobra.Command {
-	return group("k8s", "Run the benchmarks as pods in a Kubernetes cluster",
-		`Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
-host network and through a ClusterIP Service; audits every node's tuning; and
-removes everything it created. The cluster is chosen as kubectl chooses it:
---kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
-current context. The pods need the image from 'cnibench image build' on every
-node (or in a registry the nodes can pull from: pass --image).`,
+	return group("k8s", "Run the benchmarks as pods in a Kubernetes cluster", k8s.Help,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
 		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd(),
 		newK8sLatencyCmd(), newK8sLatencyAgentCmd())
@@ -169,5 +164,17 @@ func newK8sWaitTCPCmd() *cobra.Command {
 			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		}))
 	cmd.Flags().DurationVar(&c.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
+}
+
+// newK8sToolServerCmd is what a reference tool's server pod runs, and with
+// --check its startup probe (driver.ToolServer).
+func newK8sToolServerCmd() *cobra.Command {
+	var c driver.ToolServer
+	cmd := hidden(command("tool-server --engine qperf|iperf3|sockperf [--port N]", "Serve a reference tool's tests until terminated (a k8s run's tool server pods)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	cmd.Flags().StringVar(&c.Engine, "engine", "", "reference tool: qperf, iperf3 or sockperf")
+	cmd.Flags().IntVar(&c.Port, "port", 0, "port to serve on (0: the tool's own default)")
+	cmd.Flags().BoolVar(&c.Check, "check", false, "only check that every server has bound its port (the pod's startup probe)")
 	return cmd
 }

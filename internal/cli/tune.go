@@ -10,10 +10,7 @@ import (
 )
 
 func newTuneCmd() *cobra.Command {
-	return group("tune", "Audit, apply and roll back host and datapath tuning knobs",
-		"tune reads the knobs the Kube-OVN, OVS and Cilium documents and the tuned profiles name,\n"+
-			"compares them with a latency or throughput profile, applies a profile with a journal\n"+
-			"written before any change, and rolls back exactly. See docs/tuning.md.",
+	return group("tune", "Audit, apply and roll back host and datapath tuning knobs", tune.Help,
 		tuneAuditCmd(), tuneApplyCmd(), tuneStatusCmd(), tuneRollbackCmd(), tuneHoldCmd(), tuneKnobsCmd(), newTuneVerifyCmd())
 }
 

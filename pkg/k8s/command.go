@@ -20,6 +20,14 @@ import (
 // take (CheckServices). The CLI exits 2 for them.
 var ErrInvalid = errors.New("invalid k8s flags")
 
+// Help is `cnibench k8s --help`'s description.
+const Help = `Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
+host network and through a ClusterIP Service; audits every node's tuning; and
+removes everything it created. The cluster is chosen as kubectl chooses it:
+--kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
+current context. The pods need the image from 'cnibench image build' on every
+node (or in a registry the nodes can pull from: pass --image).`
+
 // ClusterFlags choose the cluster (as kubectl does) and, for the commands
 // that start pods, the namespace and image.
 type ClusterFlags struct {

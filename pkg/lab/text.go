@@ -35,6 +35,12 @@ func PresetList() string {
 	return b.String()
 }
 
+// Help is `cnibench lab --help`'s description: the presets and the knobs' names.
+func Help() string {
+	return "Build real container datapaths on this host from network namespaces.\n\nPresets:\n" + PresetList() +
+		"\nKnobs (--set key=value, or under knobs: in a YAML file): " + strings.Join(KnobNames(), ", ") + ".\nSee docs/lab.md."
+}
+
 // UpHelp is `cnibench lab up --help`'s description: the presets and every
 // knob with the values it takes and where, from the registries.
 func UpHelp() string {
