@@ -36,12 +36,8 @@ func newClientCmd() *cobra.Command {
 			c.PortSet = cmd.Flags().Changed("port")
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Run one or more tests against a server, one result per (test, message size).
-Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).
-Rates (udp_bw): bits/s, 100M, 2G. --engine qperf|iperf3|sockperf measures the same
-through a reference tool (its server must be running on --server).`
-	cmd.Example = `  cnibench client --server 10.0.0.2 --test tcp_lat,udp_lat --msg-size 1,1K
-  cnibench client --server 10.0.0.2 --test udp_bw --msg-size 64 --rate 500M --json`
+	cmd.Long = client.Help
+	cmd.Example = client.Examples
 	fl := cmd.Flags()
 	fl.StringVar(&c.Server, "server", "", "server: HOST, HOST:PORT or [IPv6]:PORT (required)")
 	fl.IntVar(&c.Port, "port", engine.DefaultPort, "server port (TCP and UDP)")

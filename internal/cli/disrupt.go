@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 
 	"github.com/cnibench/cnibench/pkg/disrupt"
@@ -19,17 +17,8 @@ func newDisruptCmd() *cobra.Command {
 			r.Ref = args[0]
 			return r.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	run.Long = `Builds each arm's lab, keeps a UDP request/response probe and a connect-per-request
-probe running through it at fixed rates (each request timestamped), fires the
-experiment's events at fixed instants, and cuts the requests into a timeline of
-buckets (answered rate, failures, timeouts, p50/p99), with per event the longest
-gap, the requests lost, the time to recover and the agent's CPU. Every rule an
-event changes is journaled before and checked byte for byte after its undo.
-
-Ready experiments: ` + strings.Join(disrupt.Ready(), ", ") + ` (docs/disruption.md).`
-	run.Example = `  cnibench disrupt run blackhole-resolution --html timeline.html
-  cnibench disrupt run endpoint-change -o endpoint-change.json
-  cnibench disrupt report last --format html -o timeline.html`
+	run.Long = disrupt.RunHelp()
+	run.Example = disrupt.RunExamples
 	run.Flags().StringVarP(&r.JSON, "output", "o", "", "write the result (timelines, events, comparisons) as JSON to this file")
 	run.Flags().StringVar(&r.HTML, "html", "", "write the HTML page with the timelines to this file")
 	addDBFlag(run, &r.DB)

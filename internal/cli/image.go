@@ -18,12 +18,7 @@ func newImagePushCmd() *cobra.Command {
 			c.Ref = args[0]
 			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		})
-	cmd.Long = `Pushes the image to REF (REGISTRY/REPOSITORY:TAG): the archive given with
---archive, or one built on the spot from this binary (--with-tools: with
-this host's qperf, iperf3 and sockperf). The manifest is pushed as built, so
-the registry serves the digest 'image build' printed. Credentials come from
-the usual Docker configuration ($DOCKER_CONFIG or ~/.docker/config.json and
-its credential helpers). Then: cnibench k8s run --image REF.`
+	cmd.Long = image.PushHelp
 	cmd.Flags().StringVar(&c.Archive, "archive", "", "push this archive (written by image build) instead of building one")
 	cmd.Flags().BoolVar(&c.Insecure, "insecure", false, "allow a registry that speaks plain HTTP")
 	cmd.Flags().BoolVar(&c.Build.WithTools, "with-tools", false, "build with this host's qperf, iperf3 and sockperf (without --archive)")
@@ -35,18 +30,7 @@ func newImageBuildCmd() *cobra.Command {
 	c := image.BuildCommand{BuildOptions: image.BuildOptions{Version: Version, FindTools: driver.ToolPaths}}
 	cmd := command("build -o FILE", "Write an OCI image archive holding only this static cnibench binary", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) })
-	cmd.Long = `Writes an OCI image archive (also loadable by docker load) whose one layer
-holds the static cnibench binary as /cnibench, the entrypoint. There is no base
-image. Load it with 'ctr -n k8s.io images import FILE', 'k8slab import FILE'
-or push it to a registry with --push REF (or 'cnibench image push').
-
-The default reference is ` + image.DefaultRepository + `:<version>-<binary sha256 prefix>,
-which is also the default --image of 'cnibench k8s run'.
-
---with-tools also carries this host's qperf, iperf3 and sockperf at their
-paths, with their dynamic loader and every shared library they load (read
-from their ELF dependencies), for 'k8s run --engine qperf|iperf3|sockperf'.
-Its default tag ends in ` + image.ToolsTagSuffix + `.`
+	cmd.Long = image.BuildHelp
 	cmd.Flags().StringVarP(&c.Output, "output", "o", "", "archive to write")
 	cmd.Flags().StringVar(&c.Ref, "ref", "", "image reference NAME:TAG (default "+image.DefaultRepository+":<version>-<sha>)")
 	cmd.Flags().StringVar(&c.Binary, "binary", "", "static cnibench binary to package (default: this one)")

@@ -1,30 +1,22 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnibench/cnibench/pkg/driver"
 	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/store"
-	"github.com/cnibench/cnibench/pkg/sysinfo"
 )
 
 func newK8sCmd() *cobra.Command {
-	return group("k8s", "Run the benchmarks as pods in a Kubernetes cluster",
-		`Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
-host network and through a ClusterIP Service; audits every node's tuning; and
-removes everything it created. The cluster is chosen as kubectl chooses it:
---kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
-current context. The pods need the image from 'cnibench image build' on every
-node (or in a registry the nodes can pull from: pass --image).`,
+	return group("k8s", "Run the benchmarks as pods in a Kubernetes cluster", k8s.Help,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
 		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd(),
 		newK8sLatencyCmd(), newK8sLatencyAgentCmd())
@@ -50,25 +42,7 @@ func newK8sRunCmd() *cobra.Command {
 			c.Experiment = k8sExperimentText(cmd)
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Starts one cnibench server pod per scenario and then, one at a time and
-interleaved over the repeats, a client pod that measures against it:
-
-  pod-same-node   server and client pods pinned to one node
-  pod-cross-node  on two different nodes (skipped on a one-node cluster)
-  host-network    hostNetwork pods on two nodes: the node-to-node baseline
-  service         client -> ClusterIP Service -> server pod (across nodes when possible)
-
-and, with --scenarios all or by name, the paths other tools measure:
-
-  pod-to-host     pod -> hostNetwork pod on another node (cilium perf)
-  host-to-pod     hostNetwork pod -> pod on another node (cilium perf)
-  hairpin         a pod -> a ClusterIP Service whose only endpoint is that pod
-                  (kubernetes/perf-tests; the server is a sidecar of the client)
-
-Nodes are picked automatically (the first usable nodes by name) unless
---client-node / --server-node say otherwise. The engine pods have no
-capabilities and run as nobody. Everything is deleted at the end, also on
-failure and Ctrl-C.`
+	cmd.Long = k8s.RunHelp
 	addClusterFlags(cmd, &c.Cluster, true)
 	f := cmd.Flags()
 	f.StringVar(&c.Scenarios, "scenarios", "default", "comma list of scenarios ("+strings.Join(k8s.AllScenarios, ", ")+"); default = "+strings.Join(k8s.Scenarios, ",")+"; or all")
@@ -94,18 +68,9 @@ failure and Ctrl-C.`
 	return cmd
 }
 
-// k8sExperimentText is what the store keeps as a k8s run's "experiment":
-// the flags as given, one per line, so the run can be repeated.
+// k8sExperimentText is what the store keeps as a k8s run's "experiment".
 func k8sExperimentText(cmd *cobra.Command) string {
-	var b strings.Builder
-	b.WriteString("# " + cmd.CommandPath() + "\n")
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Name == "help" || f.Name == "kubeconfig" {
-			return
-		}
-		fmt.Fprintf(&b, "%s: %q\n", f.Name, f.Value.String())
-	})
-	return b.String()
+	return k8s.ExperimentText(cmd.CommandPath(), cmd.Flags())
 }
 
 func newK8sAuditCmd() *cobra.Command {
@@ -115,11 +80,7 @@ func newK8sAuditCmd() *cobra.Command {
 			return a.Run(cmd.Context(), cmd.ErrOrStderr())
 		},
 		func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
-	cmd.Long = `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
-on every node (control-plane nodes included), with the node's /proc and /sys
-mounted read-only under /host, the host network (net.* sysctls are per network
-namespace) and no capabilities. It prints one table: a row per knob, a column
-per node; then deletes the DaemonSet.`
+	cmd.Long = k8s.AuditHelp
 	addClusterFlags(cmd, &a.Cluster, true)
 	cmd.Flags().StringVar(&a.Profile, "profile", "latency", "tuning profile to judge against: latency or throughput")
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 2*time.Minute, "how long the nodes may take")
@@ -134,10 +95,7 @@ func newK8sCleanCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			return cf.CleanCluster(cmd.Context(), timeout, cmd.OutOrStdout())
 		})
-	cmd.Long = `Deletes, in every namespace, the pods, services and daemonsets labelled
-app.kubernetes.io/managed-by=cnibench, and every namespace with that label, then
-waits until the namespaces are gone. Safe to run at any time; objects of a run
-still going are deleted too.`
+	cmd.Long = k8s.CleanHelp
 	addClusterFlags(cmd, &cf, false)
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for namespaces to terminate (0: do not wait)")
 	return cmd
@@ -149,14 +107,7 @@ func newK8sInfoCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) (*k8s.Cluster, error) {
 			return c.Run(cmd.Context(), cmd.ErrOrStderr())
 		}, (*k8s.Cluster).WriteNodes)
-	cmd.Long = `Reads the cluster's version, nodes and CNI from the API. The API alone names a
-CNI only by its kube-system workloads and node annotations, which outlive the agent
-that wrote them; --probe asks every Ready node instead, with the probe pod a run
-starts (host network, hostPID, as nobody, no capabilities; it needs the image, as a
-run does): the agents running and their flags, the devices, kube-proxy's own answer.
---inspect-datapath runs that probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and
-CAP_NET_ADMIN: it also asks the CNI agent (Cilium's version and host routing) and
-lists the BPF programs attached on each node.`
+	cmd.Long = k8s.InfoHelp
 	addClusterFlags(cmd, &c.Cluster, true)
 	cmd.Flags().BoolVar(&c.Probe, "probe", false, "ask every Ready node with a probe pod (deleted afterwards)")
 	cmd.Flags().BoolVar(&c.InspectDatapath, "inspect-datapath", false, "probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_NET_ADMIN: the CNI agent's own answers and the attached BPF programs (implies --probe)")
@@ -175,66 +126,55 @@ func newK8sPauseCmd() *cobra.Command {
 		}))
 }
 
-// newK8sNodeInfoCmd is what a run's node probe pods run: kube-proxy's mode,
-// the node's links and datapath agents, as one JSON line.
+// newK8sNodeInfoCmd is what a run's node probe pods run.
 func newK8sNodeInfoCmd() *cobra.Command {
-	var deep bool
+	var c k8s.NodeInfoCommand
 	cmd := hidden(command("node-info", "Print this node's kube-proxy mode, links, datapath agents and pod network as JSON (the run's probe pods)", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			return json.NewEncoder(cmd.OutOrStdout()).Encode(k8s.ProbeNode(cmd.Context(), k8s.KubeProxyMetricsAddr, "/proc", deep))
-		}))
-	cmd.Flags().BoolVar(&deep, "deep", false, "also ask the agents over their API and list the attached BPF programs (root, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_NET_ADMIN)")
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	cmd.Flags().BoolVar(&c.Deep, "deep", false, "also ask the agents over their API and list the attached BPF programs (root, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_NET_ADMIN)")
 	return cmd
 }
 
-// newK8sAgentCPUCmd is what a run's agent meter pods run (--agent-cpu):
-// one JSON line of the node's datapath agents' CPU ticks per interval.
+// newK8sAgentCPUCmd is what a run's agent meter pods run (--agent-cpu).
 func newK8sAgentCPUCmd() *cobra.Command {
-	var interval time.Duration
+	var c k8s.AgentCPUCommand
 	cmd := hidden(command("agent-cpu", "Print this node's datapath agents' CPU ticks as a JSON line per interval (the run's agent meter pods)", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			if interval < 10*time.Millisecond {
-				return UsageError{fmt.Errorf("--interval %s: must be at least 10ms", interval)}
-			}
-			return k8s.RunAgentMeter(cmd.Context(), cmd.OutOrStdout(), "/proc", interval)
-		}))
-	cmd.Flags().DurationVar(&interval, "interval", k8s.AgentInterval, "time between samples")
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	cmd.Flags().DurationVar(&c.Interval, "interval", k8s.AgentInterval, "time between samples")
 	return cmd
 }
 
-// newK8sWaitIdleCmd is what a run's settle probe pod runs (--settle-idle):
-// it returns once this node's CPUs were idle enough over one window.
+// newK8sWaitIdleCmd is what a run's settle probe pod runs (--settle-idle).
 func newK8sWaitIdleCmd() *cobra.Command {
-	var minIdle float64
-	var window, timeout time.Duration
+	var c k8s.WaitIdleCommand
 	cmd := hidden(command("wait-idle", "Wait until this node's CPUs are idle enough (a run's settle probe pod)", cobra.NoArgs,
-		func(cmd *cobra.Command, _ []string) error {
-			d, idle, err := k8s.WaitIdle(cmd.Context(), sysinfo.Host.ReadStat, minIdle, window, timeout)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%.0f %% idle over %s after %.1fs\n", idle, window, d.Seconds())
-			return nil
-		}))
-	cmd.Flags().Float64Var(&minIdle, "min-idle", 70, "percent of the CPUs idle")
-	cmd.Flags().DurationVar(&window, "window", k8s.SettleWindow, "the interval one reading covers")
-	cmd.Flags().DurationVar(&timeout, "timeout", k8s.SettleTimeout, "give up after this long")
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	cmd.Flags().Float64Var(&c.MinIdle, "min-idle", 70, "percent of the CPUs idle")
+	cmd.Flags().DurationVar(&c.Window, "window", k8s.SettleWindow, "the interval one reading covers")
+	cmd.Flags().DurationVar(&c.Timeout, "timeout", k8s.SettleTimeout, "give up after this long")
 	return cmd
 }
 
-// newK8sWaitTCPCmd is what the service scenario's probe pod runs: it
-// returns once the address accepts a TCP connection.
+// newK8sWaitTCPCmd is what the service scenario's probe pod runs.
 func newK8sWaitTCPCmd() *cobra.Command {
-	var timeout time.Duration
+	var c k8s.WaitTCPCommand
 	cmd := hidden(command("wait-tcp HOST:PORT", "Wait until HOST:PORT accepts a TCP connection (the service scenario's probe pod)", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
-			d, err := k8s.WaitTCP(cmd.Context(), args[0], timeout)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s accepted after %.2fs\n", args[0], d.Seconds())
-			return nil
+			c.Addr = args[0]
+			return c.Run(cmd.Context(), cmd.OutOrStdout())
 		}))
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	cmd.Flags().DurationVar(&c.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
+}
+
+// newK8sToolServerCmd is what a reference tool's server pod runs, and with
+// --check its startup probe (driver.ToolServer).
+func newK8sToolServerCmd() *cobra.Command {
+	var c driver.ToolServer
+	cmd := hidden(command("tool-server --engine qperf|iperf3|sockperf [--port N]", "Serve a reference tool's tests until terminated (a k8s run's tool server pods)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error { return c.Run(cmd.Context(), cmd.OutOrStdout()) }))
+	cmd.Flags().StringVar(&c.Engine, "engine", "", "reference tool: qperf, iperf3 or sockperf")
+	cmd.Flags().IntVar(&c.Port, "port", 0, "port to serve on (0: the tool's own default)")
+	cmd.Flags().BoolVar(&c.Check, "check", false, "only check that every server has bound its port (the pod's startup probe)")
 	return cmd
 }

@@ -18,10 +18,7 @@ func newK8sLatencyCmd() *cobra.Command {
 			c.Experiment = k8sExperimentText(cmd)
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `One agent pod per node connects to the target every 5ms; a trial is the time
-from the API server's answer to the create until the first attempt that sees
-the change, on the slowest node (docs/kubernetes.md). Compare two stored runs
-with 'cnibench compare A B'.`
+	cmd.Long = k8s.LatencyHelp
 	addClusterFlags(cmd, &c.Cluster, true)
 	f := cmd.Flags()
 	f.IntVar(&c.Trials, "trials", 20, "trials per kind")

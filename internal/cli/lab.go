@@ -11,9 +11,7 @@ import (
 )
 
 func newLabCmd() *cobra.Command {
-	return group("lab", "Build real container datapaths on this host (netns, veth, bridge, vxlan, OVS)",
-		"Build real container datapaths on this host from network namespaces.\n\nPresets:\n"+lab.PresetList()+
-			"\nKnobs (--set key=value, or under knobs: in a YAML file): "+strings.Join(lab.KnobNames(), ", ")+".\nSee docs/lab.md.",
+	return group("lab", "Build real container datapaths on this host (netns, veth, bridge, vxlan, OVS)", lab.Help(),
 		labUpCmd(), labShowCmd(), labExecCmd(), labListCmd(), labDownCmd(), labCleanCmd())
 }
 

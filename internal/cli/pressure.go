@@ -14,14 +14,7 @@ func newPressureCmd() *cobra.Command {
 			c.Ref = args[0]
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Pressure runs an experiment's pressure: block (e.g. the ready experiment
-conntrack-limits): for each arm, each held-flows value and repeat it builds the
-arm's lab, opens the held flows, offers each rate of new connections in turn
-and stops at the knee — the first step where connections fail or fall behind
-— naming the cause from the datapath's counters (conntrack count against
-nf_conntrack_max, drop, early_drop, insert_failed; SYN retransmits; listen
-overflows) or the client. Labs are removed after each ramp, also on failure
-and Ctrl-C. See docs/pressure.md.`
+	cmd.Long = experiment.PressureHelp
 	f := cmd.Flags()
 	f.StringSliceVar(&c.Arms, "arms", nil, "ramp only these arms")
 	f.IntSliceVar(&c.Flows, "flows", nil, "override pressure.flows: held flows, one ramp each")

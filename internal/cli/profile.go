@@ -24,12 +24,7 @@ func newExplainCmd() *cobra.Command {
 			c.Run, c.A, c.B = args[0], args[1], args[2]
 			return c.Print(cmd.OutOrStdout())
 		})
-	cmd.Long = `Explain compares two arms of a run measured with --profile: for each test and
-size both have, the CPU per unit of work (CPU-µs per transaction for latency
-and CRR tests, CPU-seconds per GB for streams) by datapath stage, the
-difference B - A, and how sure each difference is (a two-sided Mann-Whitney
-test over the repeats; one repeat gives no significance). Stages, and how a
-stack is classified, are documented in docs/profiling.md.`
+	cmd.Long = stages.ExplainHelp
 	addDBFlag(cmd, &c.DBPath)
 	cmd.Flags().BoolVar(&c.JSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&c.Test, "test", "", "only this test")

@@ -36,17 +36,8 @@ func newReportCmd() *cobra.Command {
 			c.Refs = args
 			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Render one run (by id, name or "last") in the shape of the source documents:
-arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
-baseline arm. Several runs are put side by side with their host fingerprints
-(kernel, distro, CPU), e.g. the same experiment on different distros.
-A run is REF (id, name or "last") in --db, or FILE:REF in another results database.`
-	cmd.Example = `  cnibench report last
-  cnibench report 12 --format html -o report.html
-  cnibench report ubuntu20-run opensuse15-run --format markdown
-  cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases
-  cnibench report last --format openmetrics -o run.prom     # every cell as a Prometheus gauge
-  cnibench report last --format openmetrics -o run.prom --push http://pushgateway:9091`
+	cmd.Long = report.ReportHelp
+	cmd.Example = report.ReportExamples
 	addDBFlag(cmd, &c.DBPath)
 	cmd.Flags().StringVar(&c.Baseline, "baseline", "", "compare every arm with this one instead of the run's baseline (ratios and verdicts)")
 	addMarginFlag(cmd, &c.Margin)
@@ -74,21 +65,30 @@ func newCompareCmd() *cobra.Command {
 			c.A, c.B = args[0], args[1]
 			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `For every arm, test and message size measured in both runs, print both medians,
-the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
-a verdict: "equivalent within ±5%" when the 90% interval of B/A lies within the
-margin (--margin), else faster/slower by X% when p < 0.05, else "undecided" with
-an estimate of how many more samples per arm would decide it.
-A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
-REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
-one interleaved run, which a drifting machine affects alike (the better gate).
---relative compares each arm's ratio to its own run's baseline, round by round:
-did the answer stay the same on a machine whose speed drifts between runs?`
+	cmd.Long = report.CompareHelp
 	cmd.Flags().StringVar(&c.FailOn, "fail-on", "", "exit 1 when a cell of B is significantly worse than A by more than this, e.g. 'slower>5%' or 'slower>5%,tcp_lat:slower>3%'")
 	cmd.Flags().StringVar(&c.JUnit, "junit", "", "with --fail-on: also write the cells as JUnit XML to this file")
 	cmd.Flags().BoolVar(&c.Relative, "relative", false, "compare each arm's per-round ratio to its run's baseline instead of absolute values")
 	addMarginFlag(cmd, &c.Margin)
 	addDBFlag(cmd, &c.DBPath)
 	addOutputFlags(cmd, &c.Format, &c.Output, report.CompareFormats)
+	return cmd
+}
+
+// `cnibench history <experiment>`: every stored complete run of one
+// experiment, each cell as a series with its change points.
+func newHistoryCmd() *cobra.Command {
+	var c report.HistoryCommand
+	cmd := command("history <experiment>", "Show each cell of an experiment across its stored runs, with change points",
+		exactArgs(1, "history needs one experiment name (got %d arguments), e.g. cnibench history default"),
+		func(cmd *cobra.Command, args []string) error {
+			c.Experiment = args[0]
+			return c.Run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	cmd.Long = report.HistoryHelp
+	cmd.Example = report.HistoryExamples
+	addDBFlag(cmd, &c.DBPath)
+	cmd.Flags().IntVar(&c.Last, "last", 0, "only the newest N runs (0 = all)")
+	addOutputFlags(cmd, &c.Format, &c.Output, report.HistoryFormats)
 	return cmd
 }

@@ -9,6 +9,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -66,4 +67,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	return usage(root.ExecuteContext(ctx))
+}
+
+func newVersionCmd() *cobra.Command {
+	return command("version", "Print cnibench's version", cobra.NoArgs, func(cmd *cobra.Command, _ []string) error {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), "cnibench", Version)
+		return err
+	})
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -19,13 +17,7 @@ func newRunCmd() *cobra.Command {
 			}
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	cmd.Long = `Run an experiment file, or a ready experiment by name (default: "default").
-Ready experiments: ` + strings.Join(experiment.ReadyNames(), ", ") + `.
-
-Each distinct lab topology is built once and kept up for the whole run so the
-steps can be interleaved (A B C A B C …); every lab is removed at the end, also
-on failure and Ctrl-C. Each sample is stored as it finishes, so an interrupted
-run keeps what it measured and is marked incomplete.`
+	cmd.Long = experiment.RunHelp()
 	f := cmd.Flags()
 	addDBFlag(cmd, &c.Local.DBPath)
 	addOverrideFlags(f, &c.Flags)
@@ -47,4 +39,19 @@ func addOverrideFlags(f *pflag.FlagSet, o *experiment.RunFlags) {
 	f.DurationVar(&o.Duration, "duration", 0, "override the measured interval of each step")
 	f.StringVar(&o.Warmup, "warmup", "", "override the warmup of each step, e.g. 500ms")
 	f.StringSliceVar(&o.Arms, "arms", nil, "run only these arms")
+}
+
+func newCrosscheckCmd() *cobra.Command {
+	c := experiment.RunCommand{Ref: "crosscheck", Local: experiment.LocalOptions{Kind: store.KindCrosscheck, Version: Version}}
+	cmd := command("crosscheck", "Measure one veth path with the built-in engine and with qperf, sockperf and iperf3, interleaved", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
+			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		})
+	cmd.Long = experiment.CrosscheckHelp
+	f := cmd.Flags()
+	addDBFlag(cmd, &c.Local.DBPath)
+	f.IntVar(&c.Flags.Repeats, "repeats", 0, "repeats per cell (default 3)")
+	f.DurationVar(&c.Flags.Duration, "duration", 0, "measured interval per step (default 2s)")
+	f.StringVar(&c.Format, "format", "table", "report format: table, markdown, json, csv, html")
+	return cmd
 }

@@ -20,9 +20,7 @@ func newServerCmd() *cobra.Command {
 			}
 			return engine.ServeCommand(cmd.Context(), o, cmd.ErrOrStderr())
 		})
-	cmd.Long = `Serve cnibench clients until interrupted. TCP and UDP use the same port number,
-so one Kubernetes Service port or firewall rule covers every test. Many clients can
-run at once; each session is bounded by --max-session.`
+	cmd.Long = engine.ServeHelp
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", fmt.Sprintf(":%d", engine.DefaultPort), "ADDR:PORT to listen on (TCP and UDP)")
 	f.DurationVar(&o.MaxSession, "max-session", 10*time.Minute, "longest session (warmup + duration) a client may ask for")

@@ -10,10 +10,7 @@ import (
 )
 
 func newTuneCmd() *cobra.Command {
-	return group("tune", "Audit, apply and roll back host and datapath tuning knobs",
-		"tune reads the knobs the Kube-OVN, OVS and Cilium documents and the tuned profiles name,\n"+
-			"compares them with a latency or throughput profile, applies a profile with a journal\n"+
-			"written before any change, and rolls back exactly. See docs/tuning.md.",
+	return group("tune", "Audit, apply and roll back host and datapath tuning knobs", tune.Help,
 		tuneAuditCmd(), tuneApplyCmd(), tuneStatusCmd(), tuneRollbackCmd(), tuneHoldCmd(), tuneKnobsCmd(), newTuneVerifyCmd())
 }
 
@@ -48,9 +45,7 @@ func tuneStatusCmd() *cobra.Command {
 	var all, asJSON bool
 	c := command("status", "List applied journals that are not rolled back, and what each lab holds changed", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error { return lab.Status(cmd.OutOrStdout(), dir, all, asJSON) })
-	c.Long = "status lists the journals of `tune apply` (in --journal-dir) that are not rolled back, then\n" +
-		"every lab's journal (beside the labs' state files) with the changes it holds now: which lab\n" +
-		"and run id, the setting, where (host or namespace), and its old and new values."
+	c.Long = lab.StatusHelp
 	c.Flags().StringVar(&dir, "journal-dir", tune.DefaultJournalDir, "where journals are kept")
 	c.Flags().BoolVar(&all, "all", false, "also list journals already rolled back")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the journals and the labs' held changes as JSON")
@@ -75,8 +70,7 @@ func tuneHoldCmd() *cobra.Command {
 			// main cancels the context on Ctrl-C, SIGTERM and SIGHUP.
 			return tune.HoldUntil(cmd.Context(), tune.DefaultEnv(), us, cmd.OutOrStdout())
 		})
-	c.Long = "The kernel honours a /dev/cpu_dma_latency request only while the requesting process keeps\n" +
-		"the file open, so this command stays in the foreground; the limit ends when it exits."
+	c.Long = tune.HoldHelp
 	c.Flags().Int32Var(&us, "us", 1, "maximum C-state exit latency in microseconds")
 	return c
 }

@@ -13,15 +13,7 @@ func newTuneVerifyCmd() *cobra.Command {
 		func(cmd *cobra.Command, _ []string) error {
 			return v.Verify(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	c.Long = `verify runs the experiment as it is ("before"), applies the profile, runs it again
-("after"), rolls back (unless --keep) and prints the before/after comparison with
-significance verdicts: the "default vs optimized" table of the Kube-OVN document,
-measured on this host.
-
---scope lab (default) applies the per-namespace knobs inside each lab the "after"
-run builds, and nothing on the host. --scope host --yes also applies the host
-knobs (CPU, IRQs, busy polling, socket buffer caps, …) for the "after" run, and,
-for the latency profile, holds /dev/cpu_dma_latency while it measures.`
+	c.Long = verify.Help
 	f := c.Flags()
 	f.StringVar(&v.Profile, "profile", "", "latency or throughput")
 	f.StringVar(&v.Experiment, "experiment", "", "experiment file, or the name of a ready experiment")

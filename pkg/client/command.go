@@ -9,6 +9,16 @@ import (
 	"github.com/cnibench/cnibench/pkg/report"
 )
 
+// Help is `cnibench client --help`'s description.
+const Help = `Run one or more tests against a server, one result per (test, message size).
+Tests: tcp_lat udp_lat tcp_crr tcp_bw udp_bw. Sizes: 1, 64, 1K, 4K, 64K (K = 1024).
+Rates (udp_bw): bits/s, 100M, 2G. --engine qperf|iperf3|sockperf measures the same
+through a reference tool (its server must be running on --server).`
+
+// Examples is `cnibench client --help`'s examples.
+const Examples = `  cnibench client --server 10.0.0.2 --test tcp_lat,udp_lat --msg-size 1,1K
+  cnibench client --server 10.0.0.2 --test udp_bw --msg-size 64 --rate 500M --json`
+
 // Command is `cnibench client` as given.
 type Command struct {
 	Flags

@@ -307,6 +307,15 @@ func WriteAttached(w io.Writer, ps []Program) error {
 	return bw.Flush()
 }
 
+// AttachedHelp is `cnibench probe attached --help`'s description.
+const AttachedHelp = `Lists every BPF program attached to a network device — tcx and netkit (by
+BPF_PROG_QUERY, which Debian 12's bpftool cannot show), clsact cls_bpf filters, XDP —
+by device and direction, and on the cgroup directories given (a socket load balancer's
+connect4, sendmsg4, … programs), with each program's id, full name (from
+/proc/kallsyms), tag and run count (counted while kernel.bpf_stats_enabled=1).
+--netns lists another network namespace's devices (a k8slab node: --netns k8slab-n1).
+Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN).`
+
 // AttachedCommand is `cnibench probe attached`: the programs attached in a
 // network namespace (the current one when Netns is "") and on cgroups.
 type AttachedCommand struct {

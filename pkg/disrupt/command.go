@@ -19,6 +19,23 @@ import (
 // Formats are what `disrupt report --format` writes.
 var Formats = []string{"text", "json", "html"}
 
+// RunHelp is `cnibench disrupt run --help`'s description.
+func RunHelp() string {
+	return `Builds each arm's lab, keeps a UDP request/response probe and a connect-per-request
+probe running through it at fixed rates (each request timestamped), fires the
+experiment's events at fixed instants, and cuts the requests into a timeline of
+buckets (answered rate, failures, timeouts, p50/p99), with per event the longest
+gap, the requests lost, the time to recover and the agent's CPU. Every rule an
+event changes is journaled before and checked byte for byte after its undo.
+
+Ready experiments: ` + strings.Join(Ready(), ", ") + ` (docs/disruption.md).`
+}
+
+// RunExamples is `cnibench disrupt run --help`'s examples.
+const RunExamples = `  cnibench disrupt run blackhole-resolution --html timeline.html
+  cnibench disrupt run endpoint-change -o endpoint-change.json
+  cnibench disrupt report last --format html -o timeline.html`
+
 // RunCommand is `cnibench disrupt run`: load and check the experiment,
 // run it, print the text table, write the result as JSON (-o) and HTML
 // (--html) if asked, and store it in the results database.

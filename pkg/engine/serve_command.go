@@ -13,6 +13,11 @@ import (
 // server's flags: the command line, not the host, is wrong.
 var ErrInvalid = errors.New("invalid server flags")
 
+// ServeHelp is `cnibench server --help`'s description.
+const ServeHelp = `Serve cnibench clients until interrupted. TCP and UDP use the same port number,
+so one Kubernetes Service port or firewall rule covers every test. Many clients can
+run at once; each session is bounded by --max-session.`
+
 // ServeCommand is `cnibench server`: it checks the bounds the user gave (a
 // zero there is a mistake, not "the default"), listens, says where on log
 // (warning when it listens beyond loopback without a token), prints its

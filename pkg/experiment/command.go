@@ -37,6 +37,23 @@ func (f RunFlags) Apply(e *Experiment) error {
 	return e.Override(ov)
 }
 
+// CrosscheckHelp is `cnibench crosscheck --help`'s description.
+const CrosscheckHelp = `Runs the ready experiment "crosscheck": the built-in engine and each reference
+tool on the same veth pair, interleaved in one run, and prints every arm as a
+ratio to the built-in engine. It is the method behind the engine's accuracy
+claims (docs/engine.md). A tool that lacks a test is not asked for it.`
+
+// RunHelp is `cnibench run --help`'s description.
+func RunHelp() string {
+	return `Run an experiment file, or a ready experiment by name (default: "default").
+Ready experiments: ` + strings.Join(ReadyNames(), ", ") + `.
+
+Each distinct lab topology is built once and kept up for the whole run so the
+steps can be interleaved (A B C A B C …); every lab is removed at the end, also
+on failure and Ctrl-C. Each sample is stored as it finishes, so an interrupted
+run keeps what it measured and is marked incomplete.`
+}
+
 // RunCommand is `cnibench run` (and `crosscheck`) as given.
 type RunCommand struct {
 	Ref   string // an experiment file, or the name of a ready experiment

@@ -15,6 +15,16 @@ import (
 	"github.com/cnibench/cnibench/pkg/pressure"
 )
 
+// PressureHelp is `cnibench pressure --help`'s description.
+const PressureHelp = `Pressure runs an experiment's pressure: block (e.g. the ready experiment
+conntrack-limits): for each arm, each held-flows value and repeat it builds the
+arm's lab, opens the held flows, offers each rate of new connections in turn
+and stops at the knee — the first step where connections fail or fall behind
+— naming the cause from the datapath's counters (conntrack count against
+nf_conntrack_max, drop, early_drop, insert_failed; SYN retransmits; listen
+overflows) or the client. Labs are removed after each ramp, also on failure
+and Ctrl-C. See docs/pressure.md.`
+
 // PressureCommand is `cnibench pressure`: the experiment's pressure block
 // ramped on its arms (pkg/pressure), printed as a table or JSON.
 type PressureCommand struct {

@@ -82,6 +82,20 @@ func Build(o BuildOptions) (*Built, error) {
 	return b, nil
 }
 
+// BuildHelp is `cnibench image build --help`'s description.
+const BuildHelp = `Writes an OCI image archive (also loadable by docker load) whose one layer
+holds the static cnibench binary as /cnibench, the entrypoint. There is no base
+image. Load it with 'ctr -n k8s.io images import FILE', 'k8slab import FILE'
+or push it to a registry with --push REF (or 'cnibench image push').
+
+The default reference is ` + DefaultRepository + `:<version>-<binary sha256 prefix>,
+which is also the default --image of 'cnibench k8s run'.
+
+--with-tools also carries this host's qperf, iperf3 and sockperf at their
+paths, with their dynamic loader and every shared library they load (read
+from their ELF dependencies), for 'k8s run --engine qperf|iperf3|sockperf'.
+Its default tag ends in ` + ToolsTagSuffix + `.`
+
 // BuildCommand is `cnibench image build`: write the archive, then, with
 // Push, push it to that registry reference.
 type BuildCommand struct {

@@ -176,6 +176,14 @@ func extractLayout(archive, dir string) error {
 	return nil
 }
 
+// PushHelp is `cnibench image push --help`'s description.
+const PushHelp = `Pushes the image to REF (REGISTRY/REPOSITORY:TAG): the archive given with
+--archive, or one built on the spot from this binary (--with-tools: with
+this host's qperf, iperf3 and sockperf). The manifest is pushed as built, so
+the registry serves the digest 'image build' printed. Credentials come from
+the usual Docker configuration ($DOCKER_CONFIG or ~/.docker/config.json and
+its credential helpers). Then: cnibench k8s run --image REF.`
+
 // PushCommand is `cnibench image push REF`: push Archive, or, without
 // one, an image of this binary built on the spot (with the reference
 // tools when WithTools) into a temporary archive.

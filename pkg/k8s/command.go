@@ -20,6 +20,14 @@ import (
 // take (CheckServices). The CLI exits 2 for them.
 var ErrInvalid = errors.New("invalid k8s flags")
 
+// Help is `cnibench k8s --help`'s description.
+const Help = `Runs cnibench server/client pods in a cluster: on one node, across nodes, on the
+host network and through a ClusterIP Service; audits every node's tuning; and
+removes everything it created. The cluster is chosen as kubectl chooses it:
+--kubeconfig, else KUBECONFIG, else ~/.kube/config; --context overrides the
+current context. The pods need the image from 'cnibench image build' on every
+node (or in a registry the nodes can pull from: pass --image).`
+
 // ClusterFlags choose the cluster (as kubectl does) and, for the commands
 // that start pods, the namespace and image.
 type ClusterFlags struct {
@@ -35,6 +43,16 @@ func (f ClusterFlags) Connect() (*Conn, error) { return Connect(f.Kubeconfig, f.
 func (f ClusterFlags) ResolveImage(version string) (string, corev1.PullPolicy, error) {
 	return ResolveImage(f.Image, f.PullPolicy, version)
 }
+
+// InfoHelp is `cnibench k8s info --help`'s description.
+const InfoHelp = `Reads the cluster's version, nodes and CNI from the API. The API alone names a
+CNI only by its kube-system workloads and node annotations, which outlive the agent
+that wrote them; --probe asks every Ready node instead, with the probe pod a run
+starts (host network, hostPID, as nobody, no capabilities; it needs the image, as a
+run does): the agents running and their flags, the devices, kube-proxy's own answer.
+--inspect-datapath runs that probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and
+CAP_NET_ADMIN: it also asks the CNI agent (Cilium's version and host routing) and
+lists the BPF programs attached on each node.`
 
 // InfoCommand is `cnibench k8s info`: the cluster fingerprint a run
 // records, from the API alone or, with Probe, completed by a probe pod on
@@ -91,6 +109,12 @@ func (c InfoCommand) Run(ctx context.Context, log io.Writer) (*Cluster, error) {
 	return cl, err
 }
 
+// CleanHelp is `cnibench k8s clean --help`'s description.
+const CleanHelp = `Deletes, in every namespace, the pods, services and daemonsets labelled
+app.kubernetes.io/managed-by=cnibench, and every namespace with that label, then
+waits until the namespaces are gone. Safe to run at any time; objects of a run
+still going are deleted too.`
+
 // CleanCluster is `cnibench k8s clean`: Clean on the flags' cluster,
 // printing each object removed (also when a later one fails).
 func (f ClusterFlags) CleanCluster(ctx context.Context, wait time.Duration, w io.Writer) error {
@@ -107,6 +131,13 @@ func (f ClusterFlags) CleanCluster(ctx context.Context, wait time.Duration, w io
 	}
 	return err
 }
+
+// AuditHelp is `cnibench k8s audit --help`'s description.
+const AuditHelp = `Creates a DaemonSet whose pods run 'cnibench tune audit --json --root /host' once
+on every node (control-plane nodes included), with the node's /proc and /sys
+mounted read-only under /host, the host network (net.* sysctls are per network
+namespace) and no capabilities. It prints one table: a row per knob, a column
+per node; then deletes the DaemonSet.`
 
 // AuditCommand is `cnibench k8s audit` as given.
 type AuditCommand struct {
@@ -135,6 +166,27 @@ func (a AuditCommand) Run(ctx context.Context, log io.Writer) ([]NodeAudit, erro
 	return r.Audit(ctx, AuditOptions{Namespace: a.Cluster.Namespace, Image: img, PullPolicy: pp, Args: args,
 		Timeout: a.Timeout, Keep: a.Keep, Log: log})
 }
+
+// RunHelp is `cnibench k8s run --help`'s description.
+const RunHelp = `Starts one cnibench server pod per scenario and then, one at a time and
+interleaved over the repeats, a client pod that measures against it:
+
+  pod-same-node   server and client pods pinned to one node
+  pod-cross-node  on two different nodes (skipped on a one-node cluster)
+  host-network    hostNetwork pods on two nodes: the node-to-node baseline
+  service         client -> ClusterIP Service -> server pod (across nodes when possible)
+
+and, with --scenarios all or by name, the paths other tools measure:
+
+  pod-to-host     pod -> hostNetwork pod on another node (cilium perf)
+  host-to-pod     hostNetwork pod -> pod on another node (cilium perf)
+  hairpin         a pod -> a ClusterIP Service whose only endpoint is that pod
+                  (kubernetes/perf-tests; the server is a sidecar of the client)
+
+Nodes are picked automatically (the first usable nodes by name) unless
+--client-node / --server-node say otherwise. The engine pods have no
+capabilities and run as nobody. Everything is deleted at the end, also on
+failure and Ctrl-C.`
 
 // RunCommand is `cnibench k8s run` as given: the measurement flags, the
 // cluster, the node choice and where the run is stored.

@@ -243,6 +243,12 @@ func ParseLatencyKinds(s string) ([]string, error) {
 	return out, nil
 }
 
+// LatencyHelp is `cnibench k8s latency --help`'s description.
+const LatencyHelp = `One agent pod per node connects to the target every 5ms; a trial is the time
+from the API server's answer to the create until the first attempt that sees
+the change, on the slowest node (docs/kubernetes.md). Compare two stored runs
+with 'cnibench compare A B'.`
+
 // LatencyCommand is `cnibench k8s latency` as given.
 type LatencyCommand struct {
 	Cluster          ClusterFlags

@@ -78,6 +78,20 @@ func (l *Lab) nameTunnel(p *result.PathMTU, ends ...Endpoint) {
 	p.UnderlayMTU = &under
 }
 
+// ProbeMTUHelp is `cnibench probe mtu --help`'s description.
+const ProbeMTUHelp = `Finds the largest IPv4 packet that crosses a path and is answered, with UDP probes
+that may not be fragmented, and how it is bounded: the client's own link ("ok"), a
+router's ICMP fragmentation-needed ("limited by ICMP"), or a size that neither arrives
+nor brings an ICMP error back ("black hole above N"); then the MSS TCP negotiates on a
+connection to the same port. At most 2 s per path. A lab's path (--lab; a responder
+answers in the server's namespace on port 7420), or from --netns (default: here) to a
+running cnibench server, whose UDP port answers the probes. Needs root for namespaces.`
+
+// ProbeMTUExamples is `cnibench probe mtu --help`'s examples.
+const ProbeMTUExamples = `  cnibench probe mtu --lab demo                       # client → server
+  cnibench probe mtu --lab demo --from node1 --to node2
+  cnibench probe mtu --netns k8slab-n1 --server 10.244.2.7`
+
 // ProbeMTUCommand is `cnibench probe mtu`: a lab's path (Lab, From, To),
 // or the path from a namespace (Netns, "" = this one) to a running
 // cnibench server (Server, HOST[:PORT]).

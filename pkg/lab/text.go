@@ -35,6 +35,12 @@ func PresetList() string {
 	return b.String()
 }
 
+// Help is `cnibench lab --help`'s description: the presets and the knobs' names.
+func Help() string {
+	return "Build real container datapaths on this host from network namespaces.\n\nPresets:\n" + PresetList() +
+		"\nKnobs (--set key=value, or under knobs: in a YAML file): " + strings.Join(KnobNames(), ", ") + ".\nSee docs/lab.md."
+}
+
 // UpHelp is `cnibench lab up --help`'s description: the presets and every
 // knob with the values it takes and where, from the registries.
 func UpHelp() string {
@@ -126,6 +132,11 @@ func WriteList(w io.Writer, labs []*Lab) error {
 	}
 	return tw.Flush()
 }
+
+// StatusHelp is `cnibench tune status --help`'s description.
+const StatusHelp = "status lists the journals of `tune apply` (in --journal-dir) that are not rolled back, then\n" +
+	"every lab's journal (beside the labs' state files) with the changes it holds now: which lab\n" +
+	"and run id, the setting, where (host or namespace), and its old and new values."
 
 // Status prints `tune status`: the apply journals in dir that are not
 // rolled back (all of them with all), then every lab's journal with the

@@ -139,6 +139,14 @@ func probeKernelTunnel(ctx context.Context, s *Spec, id string) error {
 	return nil
 }
 
+// ProbeHelp is `cnibench probe --help`'s description.
+const ProbeHelp = `Probe tunnels (vxlan, geneve, ipip, gre, wireguard), netkit, IPsec ESP, Open vSwitch
+(kernel, userspace, DPDK), VDUSE/vDPA, the eBPF pieces of a host-routing fast path
+(BTF, bpf_redirect_peer/neigh, bpf_fib_lookup, tcx, XDP on veth), BIG TCP, IPVS, both
+iptables backends, nftables, perf events, busy polling and the cpuidle driver.
+Link and program checks run in a throwaway namespace named cnb-<id>-probe that is
+removed at once; nothing on the host changes. Needs root for those checks.`
+
 // Probe runs `cnibench probe`'s checks with their throwaway namespace
 // reserved in the lab state directory first (a file probe-<id>.json), so a
 // probe killed half-way leaves nothing `lab clean --id <id>` does not find.

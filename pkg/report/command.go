@@ -18,6 +18,21 @@ import (
 // gate rule, an experiment without history.
 var ErrInvalid = errors.New("invalid report options")
 
+// ReportHelp is `cnibench report --help`'s description.
+const ReportHelp = `Render one run (by id, name or "last") in the shape of the source documents:
+arms as rows, each test's metric as columns, median ±95% CI and the ratio to the
+baseline arm. Several runs are put side by side with their host fingerprints
+(kernel, distro, CPU), e.g. the same experiment on different distros.
+A run is REF (id, name or "last") in --db, or FILE:REF in another results database.`
+
+// ReportExamples is `cnibench report --help`'s examples.
+const ReportExamples = `  cnibench report last
+  cnibench report 12 --format html -o report.html
+  cnibench report ubuntu20-run opensuse15-run --format markdown
+  cnibench report ubuntu.db:last opensuse.db:last     # runs from two hosts' databases
+  cnibench report last --format openmetrics -o run.prom     # every cell as a Prometheus gauge
+  cnibench report last --format openmetrics -o run.prom --push http://pushgateway:9091`
+
 // ReportCommand is `cnibench report` as given.
 type ReportCommand struct {
 	DBPath   string
@@ -98,6 +113,18 @@ func (c ReportCommand) Run(stdout, stderr io.Writer) error {
 	return err
 }
 
+// CompareHelp is `cnibench compare --help`'s description.
+const CompareHelp = `For every arm, test and message size measured in both runs, print both medians,
+the change from A to B in percent, the Mann–Whitney U p-value over the repeats and
+a verdict: "equivalent within ±5%" when the 90% interval of B/A lies within the
+margin (--margin), else faster/slower by X% when p < 0.05, else "undecided" with
+an estimate of how many more samples per arm would decide it.
+A run is REF (id, name or "last") in --db, or FILE:REF in another results database.
+REF@ARM takes one arm of a run: 'compare 7@base 7@candidate' compares two arms of
+one interleaved run, which a drifting machine affects alike (the better gate).
+--relative compares each arm's ratio to its own run's baseline, round by round:
+did the answer stay the same on a machine whose speed drifts between runs?`
+
 // CompareCommand is `cnibench compare` as given.
 type CompareCommand struct {
 	DBPath string
@@ -171,6 +198,18 @@ func (c CompareCommand) Run(stdout, log io.Writer) error {
 	}
 	return gate.Apply(stdout, log, c.JUnit, a, b)
 }
+
+// HistoryHelp is `cnibench history --help`'s description.
+const HistoryHelp = `Every complete stored run of one experiment (by the experiment's name stored with each run),
+oldest first: each cell's median per run as a sparkline (terminal) or a line chart
+(HTML), the change points E-divisive means finds in it (a permutation test at
+p ≤ 0.05 with a fixed seed, at least 3 runs on each side), and the runs' host
+fingerprints, so a kernel or host change shows next to a shift.`
+
+// HistoryExamples is `cnibench history --help`'s examples.
+const HistoryExamples = `  cnibench history default
+  cnibench history kube-ovn-default-vs-optimized --format html -o history.html
+  cnibench history default --last 30 --format json`
 
 // HistoryCommand is `cnibench history` as given.
 type HistoryCommand struct {

@@ -7,6 +7,14 @@ import (
 	"github.com/cnibench/cnibench/pkg/store"
 )
 
+// ExplainHelp is `cnibench explain --help`'s description.
+const ExplainHelp = `Explain compares two arms of a run measured with --profile: for each test and
+size both have, the CPU per unit of work (CPU-µs per transaction for latency
+and CRR tests, CPU-seconds per GB for streams) by datapath stage, the
+difference B - A, and how sure each difference is (a two-sided Mann-Whitney
+test over the repeats; one repeat gives no significance). Stages, and how a
+stack is classified, are documented in docs/profiling.md.`
+
 // ExplainCommand is `cnibench explain` as given: arms A and B of one
 // stored run, optionally only one test.
 type ExplainCommand struct {

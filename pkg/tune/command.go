@@ -14,6 +14,11 @@ import (
 // below that the user fixes by changing the command line.
 var ErrInvalid = errors.New("invalid tune options")
 
+// Help is `cnibench tune --help`'s description.
+const Help = "tune reads the knobs the Kube-OVN, OVS and Cilium documents and the tuned profiles name,\n" +
+	"compares them with a latency or throughput profile, applies a profile with a journal\n" +
+	"written before any change, and rolls back exactly. See docs/tuning.md."
+
 // Selection is what `tune audit` and `tune apply` act on, as given: a
 // profile, knob ids and a scope.
 type Selection struct {

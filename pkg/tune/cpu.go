@@ -230,6 +230,10 @@ func HoldDMALatency(e *Env, us int32) (release func() error, err error) {
 	return f.Close, nil
 }
 
+// HoldHelp is `cnibench tune hold-latency --help`'s description.
+const HoldHelp = "The kernel honours a /dev/cpu_dma_latency request only while the requesting process keeps\n" +
+	"the file open, so this command stays in the foreground; the limit ends when it exits."
+
 // HoldUntil holds the limit at us microseconds until ctx ends (Ctrl-C, for
 // `tune hold-latency`), saying on w what it holds and when it let go.
 // A negative limit is ErrInvalid.

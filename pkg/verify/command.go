@@ -20,6 +20,17 @@ import (
 // ErrInvalid is matched (errors.Is) by Command's errors about its flags.
 var ErrInvalid = errors.New("invalid verify flags")
 
+// Help is `cnibench tune verify --help`'s description.
+const Help = `verify runs the experiment as it is ("before"), applies the profile, runs it again
+("after"), rolls back (unless --keep) and prints the before/after comparison with
+significance verdicts: the "default vs optimized" table of the Kube-OVN document,
+measured on this host.
+
+--scope lab (default) applies the per-namespace knobs inside each lab the "after"
+run builds, and nothing on the host. --scope host --yes also applies the host
+knobs (CPU, IRQs, busy polling, socket buffer caps, …) for the "after" run, and,
+for the latency profile, holds /dev/cpu_dma_latency while it measures.`
+
 // Command is `cnibench tune verify` as given.
 type Command struct {
 	Profile    string // latency or throughput (required)
