@@ -27,7 +27,7 @@ current context. The pods need the image from 'cnibench image build' on every
 node (or in a registry the nodes can pull from: pass --image).`,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
 		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd(),
-		newK8sLatencyCmd(), newK8sLatencyAgentCmd())
+		newK8sLatencyCmd(), newK8sLatencyAgentCmd(), newK8sDisruptCmd(), newK8sDisruptAgentCmd())
 }
 
 // addClusterFlags adds the flags every k8s subcommand shares: the cluster,
