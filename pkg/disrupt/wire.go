@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -166,3 +167,8 @@ func WriteFiles(r *Result, jsonPath, htmlPath string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// WaitUntil sleeps until t or ctx ends; false when ctx ended. The
+// runners that fire events at planned instants elsewhere (k8s disrupt)
+// keep time as the probes do.
+func WaitUntil(ctx context.Context, t time.Time) bool { return waitUntil(ctx, t) }

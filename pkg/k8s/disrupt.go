@@ -228,7 +228,7 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		marks = append(marks, m)
 	}
 	for k, sl := range slots {
-		if !sleepUntil(ctx, t0.Add(sl.at)) {
+		if !disrupt.WaitUntil(ctx, t0.Add(sl.at)) {
 			return marks, ctx.Err()
 		}
 		if late := time.Since(t0.Add(sl.at)); late > spacing/2 {
@@ -251,7 +251,7 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		if sl.ev.undo == nil {
 			continue
 		}
-		if !sleepUntil(ctx, t0.Add(sl.at+spacing/2)) {
+		if !disrupt.WaitUntil(ctx, t0.Add(sl.at+spacing/2)) {
 			return marks, ctx.Err()
 		}
 		f, err = sl.ev.undo(ctx, sl.n)
@@ -265,18 +265,6 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		return marks, fmt.Errorf("the last event ended %s after the probes' start, too close to their end (%s): raise --spacing", marks[n-1].End.Round(time.Millisecond), dur)
 	}
 	return marks, nil
-}
-
-// sleepUntil sleeps until t or ctx ends; false when ctx ended.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	tm := time.NewTimer(max(time.Until(t), 0))
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // disruptTarget starts the echo pod on the server's node and returns what
