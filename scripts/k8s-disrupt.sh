@@ -16,7 +16,9 @@
 # k8slab's kube-proxy is a host process, not a pod: "restart" is SIGTERM to
 # node 2's kube-proxy, `k8slab up` starting it again once it is gone (same
 # command line and config), and the event ends when its /healthz in the
-# node's namespace answers 200.
+# node's namespace reports a lastUpdated: its first full sync done (healthz
+# answers 200 from the start, "healthy while starting up", with a zero
+# lastUpdated until then).
 #
 # Needs root. Leaves the cluster down (not purged). Environment:
 #   MODES="iptables nftables" N=1000 REPEATS=5 CNI=flannel-vxlan
@@ -67,7 +69,7 @@ for MODE in $MODES; do
 
   restart="pid=\$(cat /run/k8slab/\$CNB_NODE-kube-proxy.pid) && kill \$pid && while kill -0 \$pid 2>/dev/null; do sleep 0.01; done &&
     KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 $K8SLAB up >>$OUT/restart-up-$MODE.log 2>&1 &&
-    until nsenter --net=/run/netns/\$CNB_NODE curl -sf -o /dev/null http://127.0.0.1:10256/healthz; do sleep 0.02; done"
+    until nsenter --net=/run/netns/\$CNB_NODE curl -sf http://127.0.0.1:10256/healthz | grep -q '\"lastUpdated\": \"2'; do sleep 0.02; done"
   step "$MODE: agent-restart of kube-proxy (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   locked "$BIN" k8s disrupt "${common[@]}" --events agent-restart --repeats 1 --spacing 20s \
     --restart-cmd "$restart" -o "$OUT/restart-$MODE.json" --html "$OUT/restart-$MODE.html" ${prev_restart:+--against "$prev_restart"} \
