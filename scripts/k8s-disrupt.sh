@@ -53,6 +53,33 @@ check_run() {
     fail "$1: last arm not restored, or not in kube-proxy mode $2: $(jq -c '.arms[-1] | {restored, knobs}' "$json")"
 }
 
+# ct_drops: the conntrack table's drops ("table full") summed over both
+# nodes' namespaces and every CPU. The limit is the host's; another tenant
+# lowering it makes the probes' new flows drop, which no event did.
+ct_drops() {
+  local n v s=0
+  for n in k8slab-n1 k8slab-n2; do
+    for v in $(ip netns exec "$n" cat /proc/net/stat/nf_conntrack |
+      awk '/entries/ {for (i = 1; i <= NF; i++) if ($i == "drop") c = i; next} c {print $c}'); do
+      s=$((s + 16#$v))
+    done
+  done
+  echo "$s"
+}
+# run_checked TAG MODE ARGS...: one k8s disrupt run, its result checked and
+# printed with the conntrack drops it saw.
+run_checked() {
+  local tag=$1 mode=$2 d0 d1
+  shift 2
+  d0=$(ct_drops)
+  locked "$BIN" k8s disrupt "$@" -o "$OUT/$tag.json" --html "$OUT/$tag.html" >"$OUT/$tag.txt" 2>"$OUT/$tag.log" ||
+    { tail -3 "$OUT/$tag.log"; fail "$tag"; }
+  d1=$(ct_drops)
+  check_run "$tag" "$mode"
+  cat "$OUT/$tag.txt"
+  echo "$tag: conntrack drops on the nodes while it ran: $((d1 - d0)); nf_conntrack_max: $(jq -c '[.arms[-1].host_conntrack_max, .arms[-1].knobs.host_conntrack_max_min]' "$OUT/$tag.json")"
+}
+
 prev_churn="" prev_restart=""
 for MODE in $MODES; do
   step "$MODE: k8slab down; KUBE_PROXY_MODE=$MODE CNI=$CNI k8slab up"
@@ -60,22 +87,16 @@ for MODE in $MODES; do
   common=(--image "$REF" --image-pull-policy Never --services "$N" --target service)
 
   step "$MODE: endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  locked "$BIN" k8s disrupt "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
-    -o "$OUT/churn-$MODE.json" --html "$OUT/churn-$MODE.html" ${prev_churn:+--against "$prev_churn"} \
-    >"$OUT/churn-$MODE.txt" 2>"$OUT/churn-$MODE.log" || { tail -3 "$OUT/churn-$MODE.log"; fail "$MODE churn"; }
-  check_run "churn-$MODE" "$MODE"
-  cat "$OUT/churn-$MODE.txt"
+  run_checked "churn-$MODE" "$MODE" "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
+    ${prev_churn:+--against "$prev_churn"}
   prev_churn=$OUT/churn-$MODE.json
 
   restart="pid=\$(cat /run/k8slab/\$CNB_NODE-kube-proxy.pid) && kill \$pid && while kill -0 \$pid 2>/dev/null; do sleep 0.01; done &&
     KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 $K8SLAB up >>$OUT/restart-up-$MODE.log 2>&1 &&
     until nsenter --net=/run/netns/\$CNB_NODE curl -sf http://127.0.0.1:10256/healthz | grep -q '\"lastUpdated\": \"2'; do sleep 0.02; done"
   step "$MODE: agent-restart of kube-proxy (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  locked "$BIN" k8s disrupt "${common[@]}" --events agent-restart --repeats 1 --spacing 20s \
-    --restart-cmd "$restart" -o "$OUT/restart-$MODE.json" --html "$OUT/restart-$MODE.html" ${prev_restart:+--against "$prev_restart"} \
-    >"$OUT/restart-$MODE.txt" 2>"$OUT/restart-$MODE.log" || { tail -3 "$OUT/restart-$MODE.log"; fail "$MODE restart"; }
-  check_run "restart-$MODE" "$MODE"
-  cat "$OUT/restart-$MODE.txt"
+  run_checked "restart-$MODE" "$MODE" "${common[@]}" --events agent-restart --repeats 1 --spacing 20s \
+    --restart-cmd "$restart" ${prev_restart:+--against "$prev_restart"}
   prev_restart=$OUT/restart-$MODE.json
 done
 step "done; results in $OUT"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,6 +188,8 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	}
 	fmt.Fprintf(o.Log, "probing %s from %s for %s: %d events\n", target, client, dur, len(slots))
 
+	ct := watchConntrackMax(ctx)
+	defer ct.cancel()
 	marks, fireErr := fireSlots(ctx, slots, t0, o.Spacing, dur)
 	res := &disrupt.ArmResult{Name: arm, Topology: "k8s", Target: target.String(), LabID: r.RunID,
 		Knobs: disruptKnobs(cl, o), ProbeCPUReason: "the probes run in pods; their CPU is not metered"}
@@ -205,6 +208,7 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 		p := o.Probes[i]
 		res.Timelines = append(res.Timelines, disrupt.Build(string(p.Kind), p.Rate, p.Timeout, o.Bucket, dur, reqs, marks))
 	}
+	ct.stop(res)
 	return res, nil
 }
 
@@ -482,4 +486,64 @@ func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	return disrupt.EncodeRequests(out, specs[0].Kind, reqs)
+}
+
+// conntrackMaxFile is the host's conntrack limit. On a cluster whose
+// nodes are namespaces of the runner's machine (k8slab) it is the nodes'
+// limit too: another tenant lowering it while the probes run makes new
+// flows drop ("table full"), which is then no event's doing.
+const conntrackMaxFile = "/proc/sys/net/netfilter/nf_conntrack_max"
+
+// conntrackWatch samples conntrackMaxFile every 100 ms from the probes'
+// start.
+type conntrackWatch struct {
+	first, min *int
+	done       chan struct{}
+	cancel     context.CancelFunc
+}
+
+func readConntrackMax() *int {
+	b, err := os.ReadFile(conntrackMaxFile)
+	if err != nil {
+		return nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil
+	}
+	return &v
+}
+
+func watchConntrackMax(ctx context.Context) *conntrackWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &conntrackWatch{first: readConntrackMax(), done: make(chan struct{}), cancel: cancel}
+	w.min = w.first
+	go func() {
+		defer close(w.done)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				if v := readConntrackMax(); v != nil && (w.min == nil || *v < *w.min) {
+					w.min = v
+				}
+			}
+		}
+	}()
+	return w
+}
+
+// stop records the limit at the start and the end in the arm, and the
+// least seen between as the knob host_conntrack_max_min when lower.
+func (w *conntrackWatch) stop(a *disrupt.ArmResult) {
+	w.cancel()
+	<-w.done
+	last := readConntrackMax()
+	a.HostConntrackMax = []*int{w.first, last}
+	if w.min != nil && (w.first == nil || *w.min < *w.first || last != nil && *w.min < *last) {
+		a.Knobs["host_conntrack_max_min"] = strconv.Itoa(*w.min)
+	}
 }
