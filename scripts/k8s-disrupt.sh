@@ -21,7 +21,7 @@
 # lastUpdated until then).
 #
 # Needs root. Leaves the cluster down (not purged). Environment:
-#   MODES="iptables nftables" N=1000 REPEATS=5 CNI=flannel-vxlan
+#   MODES="iptables nftables" N=1000 REPEATS=5 CNI=flannel-vxlan RESTART=1 (0: no restart runs)
 #   OUT=DIR       keeps the results (JSON, HTML, text) and logs (default: a temp dir, printed)
 #   CNB_LOCK=F    hold `flock -x F` around each run (a shared machine's CPU lock)
 . "$(dirname "$0")/lib.sh"
@@ -30,6 +30,7 @@ MODES=${MODES:-iptables nftables}
 N=${N:-1000}
 REPEATS=${REPEATS:-5}
 CNI=${CNI:-flannel-vxlan}
+RESTART=${RESTART:-1}
 
 need_root k8slab
 find_k8slab
@@ -90,6 +91,7 @@ for MODE in $MODES; do
   run_checked "churn-$MODE" "$MODE" "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
     ${prev_churn:+--against "$prev_churn"}
   prev_churn=$OUT/churn-$MODE.json
+  [ "$RESTART" = 1 ] || continue
 
   restart="pid=\$(cat /run/k8slab/\$CNB_NODE-kube-proxy.pid) && kill \$pid && while kill -0 \$pid 2>/dev/null; do sleep 0.01; done &&
     KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 $K8SLAB up >>$OUT/restart-up-$MODE.log 2>&1 &&
