@@ -172,3 +172,7 @@ func WriteFiles(r *Result, jsonPath, htmlPath string) error {
 // runners that fire events at planned instants elsewhere (k8s disrupt)
 // keep time as the probes do.
 func WaitUntil(ctx context.Context, t time.Time) bool { return waitUntil(ctx, t) }
+
+// ReadProcInt reads a number from a /proc file (a sysctl); nil when it
+// cannot, for a caller that watches one as the arms do nf_conntrack_max.
+func ReadProcInt(path string) *int { return readInt(path) }

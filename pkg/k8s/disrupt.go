@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -502,17 +501,7 @@ type conntrackWatch struct {
 	cancel     context.CancelFunc
 }
 
-func readConntrackMax() *int {
-	b, err := os.ReadFile(conntrackMaxFile)
-	if err != nil {
-		return nil
-	}
-	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil
-	}
-	return &v
-}
+func readConntrackMax() *int { return disrupt.ReadProcInt(conntrackMaxFile) }
 
 func watchConntrackMax(ctx context.Context) *conntrackWatch {
 	ctx, cancel := context.WithCancel(ctx)
