@@ -19,7 +19,7 @@ func newK8sCmd() *cobra.Command {
 	return group("k8s", "Run the benchmarks as pods in a Kubernetes cluster", k8s.Help,
 		newK8sRunCmd(), newK8sAuditCmd(), newK8sCleanCmd(), newK8sInfoCmd(), newK8sPauseCmd(),
 		newK8sNodeInfoCmd(), newK8sWaitTCPCmd(), newK8sWaitIdleCmd(), newK8sToolServerCmd(), newK8sAgentCPUCmd(),
-		newK8sLatencyCmd(), newK8sLatencyAgentCmd())
+		newK8sLatencyCmd(), newK8sLatencyAgentCmd(), newK8sDisruptCmd(), newK8sDisruptAgentCmd())
 }
 
 // addClusterFlags adds the flags every k8s subcommand shares: the cluster,

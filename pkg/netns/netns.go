@@ -151,7 +151,13 @@ func List(prefix string) ([]string, error) {
 // Do runs fn on an OS thread that has joined the named namespace. The thread
 // is never returned to the Go scheduler: it exits with the goroutine, so a
 // failure to switch back cannot leak a namespace into unrelated goroutines.
+// An empty name runs fn in the caller's namespace, as Start and Handle take
+// it: code that runs in a lab's namespace and in a pod's own (the disruption
+// probes) needs no second path.
 func Do(name string, fn func() error) error {
+	if name == "" {
+		return fn()
+	}
 	return onLockedThread(func() error {
 		if err := join(name); err != nil {
 			return err

@@ -192,3 +192,27 @@ func mainThreadStaysHome(t *testing.T, name string) {
 		}
 	}
 }
+
+// TestDoEmptyIsCallers: Do("") runs fn in the caller's own network
+// namespace (a pod's, for the disruption probes), where Do of a missing
+// name fails.
+func TestDoEmptyIsCallers(t *testing.T) {
+	own, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Skipf("no /proc/self/ns/net: %v", err)
+	}
+	var in string
+	if err := Do("", func() error {
+		var err error
+		in, err = os.Readlink("/proc/thread-self/ns/net")
+		return err
+	}); err != nil {
+		t.Fatalf("Do(\"\"): %v", err)
+	}
+	if in != own {
+		t.Errorf("Do(\"\") ran in %s, the process is in %s", in, own)
+	}
+	if err := Do("cnb-no-such-namespace", func() error { return nil }); err == nil {
+		t.Error("Do of a missing namespace ran")
+	}
+}

@@ -1,0 +1,345 @@
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cnibench/cnibench/pkg/disrupt"
+)
+
+// fakeProbed plays the datapath for `k8s disrupt` on a fake cluster: it
+// notes when each API change reached the "API server", and the probe
+// pods' logs are the requests a probe would have sent from its --t0 for
+// its --duration at its rate, every one answered in 100 µs except those
+// sent within outage after a change the test says hurts.
+type fakeProbed struct {
+	mu      sync.Mutex
+	changes []fakeChange
+	outage  time.Duration
+	hurts   func(c fakeChange) bool
+	// agentUID counts the kube-proxy pods made (the replacement's UID).
+	agentUID int
+}
+
+type fakeChange struct {
+	at   time.Time
+	verb string // create, delete, patch
+	what string // the resource
+	addr string // an endpoint patch's address
+}
+
+func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
+	t.Helper()
+	fp := &fakeProbed{outage: 50 * time.Millisecond}
+	note := func(verb, what string) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) {
+			c := fakeChange{at: time.Now(), verb: verb, what: what}
+			if p, ok := a.(k8stesting.PatchAction); ok {
+				c.addr = endpointOf(p.GetPatch())
+			}
+			if m, ok := a.(k8stesting.CreateAction); ok {
+				if o, ok := m.GetObject().(metav1.Object); ok && o.GetLabels()[LabelRole] != roleDisruptObject {
+					return false, nil, nil // the run's own set-up, not an event
+				}
+			}
+			fp.mu.Lock()
+			fp.changes = append(fp.changes, c)
+			fp.mu.Unlock()
+			return false, nil, nil
+		}
+	}
+	fc.cs.PrependReactor("patch", "endpointslices", note("patch", "endpointslices"))
+	fc.cs.PrependReactor("create", "services", note("create", "services"))
+	fc.cs.PrependReactor("delete", "services", note("delete", "services"))
+	fc.cs.PrependReactor("create", "networkpolicies", note("create", "networkpolicies"))
+	fc.cs.PrependReactor("delete", "networkpolicies", note("delete", "networkpolicies"))
+	// The disrupt pods' kubelet: the echo runs and is Ready (and the
+	// endpoint controller lists it behind the run's Service), a probe pod
+	// has run to its end when its log is read.
+	fc.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		switch pod.Labels[LabelRole] {
+		case roleDisruptEcho:
+			pod.Spec.NodeName = pinnedNode(pod)
+			pod.Status.Phase = corev1.PodRunning
+			pod.Status.PodIP = "10.244.2.7"
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			_ = fc.cs.Tracker().Add(&discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "echo-slice", Namespace: pod.Namespace,
+					Labels: map[string]string{discoveryv1.LabelServiceName: pod.Name}},
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+			})
+			return true, pod, fc.cs.Tracker().Add(pod)
+		case roleDisruptProbe:
+			pod.Spec.NodeName = pinnedNode(pod)
+			pod.Status.Phase = corev1.PodSucceeded
+			return true, pod, fc.cs.Tracker().Add(pod)
+		}
+		return false, nil, nil
+	})
+	fc.logs = fp.log
+	return fp
+}
+
+// endpointOf reads the address of an endpoint merge patch.
+func endpointOf(patch []byte) string {
+	s := string(patch)
+	i := strings.Index(s, `"addresses":["`)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(`"addresses":["`):]
+	return s[:strings.Index(s, `"`)]
+}
+
+// log is what a probe pod prints: its requests, computed from the changes
+// noted, as EncodeRequests writes them.
+func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
+	args := pod.Spec.Containers[0].Args
+	spec, err := ParseDisruptProbes(argValues(args, "--probe")[0], time.Second)
+	if err != nil {
+		return nil, err
+	}
+	t0ns, _ := strconv.ParseInt(argValues(args, "--t0")[0], 10, 64)
+	dur, _ := time.ParseDuration(argValues(args, "--duration")[0])
+	t0 := time.Unix(0, t0ns)
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	interval := time.Duration(float64(time.Second) / spec[0].Rate)
+	var reqs []disrupt.Request
+	for at := time.Duration(0); at < dur; at += interval {
+		r := disrupt.Request{Sent: at, Latency: 100 * time.Microsecond, Outcome: disrupt.OK}
+		for _, c := range fp.changes {
+			if d := t0.Add(at).Sub(c.at); fp.hurts != nil && fp.hurts(c) && d >= 0 && d < fp.outage {
+				r = disrupt.Request{Sent: at, Outcome: disrupt.Timeout}
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	var b bytes.Buffer
+	b.WriteString("probe started\n")
+	err = disrupt.EncodeRequests(&b, spec[0].Kind, reqs)
+	return b.Bytes(), err
+}
+
+func disruptTestOptions(events ...string) DisruptOptions {
+	return DisruptOptions{Namespace: "cnibench", Image: "cnibench:test", Target: DisruptTargetService, Services: 5,
+		Probes: []disrupt.ProbeSpec{{Kind: disrupt.UDPRR, Rate: 1000, Timeout: 100 * time.Millisecond},
+			{Kind: disrupt.TCPCRR, Rate: 200, Timeout: 100 * time.Millisecond}},
+		Events: events, Repeats: 2, Settle: 150 * time.Millisecond, Spacing: 300 * time.Millisecond,
+		Bucket: 10 * time.Millisecond, StartDelay: 100 * time.Millisecond, ReadyTimeout: time.Second,
+		AgentSelector: DisruptAgents["kube-proxy"]}
+}
+
+func runDisrupt(t *testing.T, ctx context.Context, fc *fakeCluster, o DisruptOptions) (*disrupt.ArmResult, error) {
+	t.Helper()
+	cl, nodes, err := Fingerprint(ctx, fc.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fc.runner().Disrupt(ctx, cl, nodes, o)
+}
+
+// TestDisruptEventsOnTheProbesClock: each API change is marked at the
+// instant the API server answered it, on the probes' timeline (their
+// --t0); an outage the datapath put right after the endpoint change shows
+// as that event's gap and loss and not its revert's, a Service created and
+// deleted costs nothing; the changes are undone and the run leaves
+// nothing behind.
+func TestDisruptEventsOnTheProbesClock(t *testing.T) {
+	fc := newFakeCluster(t, "a", "b")
+	fp := newFakeProbed(t, fc)
+	fp.hurts = func(c fakeChange) bool { return c.verb == "patch" && c.addr == ChangedAddress }
+	arm, err := runDisrupt(t, context.Background(), fc, disruptTestOptions(EndpointChange, ServiceChurn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.wantClean(t)
+	if !arm.Restored || arm.Name != "unknown-iptables" && !strings.HasSuffix(arm.Name, "-iptables") {
+		t.Errorf("arm %q restored %v, want an -iptables arm, restored", arm.Name, arm.Restored)
+	}
+	if arm.Target != "10.96.0.42:7420" {
+		t.Errorf("target %s, want the Service's ClusterIP", arm.Target)
+	}
+	if len(arm.Timelines) != 2 {
+		t.Fatalf("%d timelines, want one per probe", len(arm.Timelines))
+	}
+	var patches []fakeChange
+	for _, c := range fp.changes {
+		if c.verb == "patch" {
+			patches = append(patches, c)
+		}
+	}
+	if len(patches) != 4 || patches[0].addr != ChangedAddress || patches[1].addr != PlaceholderAddress || patches[3].addr != PlaceholderAddress {
+		t.Fatalf("endpoint patches %+v: want change, back, change, back", patches)
+	}
+	for _, tl := range arm.Timelines {
+		if len(tl.Events) != 8 {
+			t.Fatalf("%s: %d events, want 2 rounds × 2 kinds × change and revert", tl.Probe, len(tl.Events))
+		}
+		interval := 1000 / tl.RatePerSec
+		for i, e := range tl.Events {
+			lost := e.Failed + e.Timeouts
+			switch {
+			case e.Kind == EndpointChange && e.Label == "":
+				// The outage: 50 ms from the patch, within one request
+				// interval of the mark (the API's answer came after).
+				if math.Abs(e.LongestGapMs-50) > interval+1 || math.Abs(float64(lost)-50/interval) > 2 {
+					t.Errorf("%s event %d (endpoint change): gap %.1f ms, lost %d; want 50 ms, %.0f", tl.Probe, i, e.LongestGapMs, lost, 50/interval)
+				}
+				if e.RecoverMs == nil || *e.RecoverMs < 49-interval || *e.RecoverMs > 51+interval {
+					t.Errorf("%s event %d: recover %v, want about 50 ms after its start", tl.Probe, i, e.RecoverMs)
+				}
+			default:
+				if lost != 0 || e.LongestGapMs != 0 {
+					t.Errorf("%s event %d (%s %s): lost %d, gap %.1f; want nothing", tl.Probe, i, e.Kind, e.Label, lost, e.LongestGapMs)
+				}
+			}
+			if e.AgentCPUMs != nil || e.AgentCPUReason == "" {
+				t.Errorf("event %d: agent CPU %v without a reason, want missing with one", i, e.AgentCPUMs)
+			}
+		}
+		// Marks at their planned instants: settle + k × spacing.
+		for k := 0; k < 4; k++ {
+			if at := tl.Events[2*k].StartMs; at < float64(150+300*k) || at > float64(150+300*k+40) {
+				t.Errorf("%s: event %d at %.1f ms, planned at %d ms", tl.Probe, k, at, 150+300*k)
+			}
+		}
+	}
+}
+
+// TestDisruptInterruptedUndoes: Ctrl-C while the endpoint is moved puts
+// it back before the run's objects are deleted.
+func TestDisruptInterruptedUndoes(t *testing.T) {
+	fc := newFakeCluster(t, "a", "b")
+	fp := newFakeProbed(t, fc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc.cs.PrependReactor("patch", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if endpointOf(a.(k8stesting.PatchAction).GetPatch()) == ChangedAddress {
+			cancel()
+		}
+		return false, nil, nil
+	})
+	_, err := runDisrupt(t, ctx, fc, disruptTestOptions(EndpointChange))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want the cancellation", err)
+	}
+	fc.wantClean(t)
+	// The endpoint back before the cleanup deleted the fillers.
+	var verbs []string
+	for _, c := range fp.changes {
+		verbs = append(verbs, c.verb+" "+c.addr)
+	}
+	if len(verbs) < 3 || verbs[0] != "patch "+ChangedAddress || verbs[1] != "patch "+PlaceholderAddress || verbs[2] != "delete " {
+		t.Errorf("changes %v: want the endpoint moved, moved back, then the cleanup", verbs)
+	}
+}
+
+// TestDisruptAgentRestart: the kube-proxy pod on the server's node is
+// deleted and the event lasts until its replacement is Ready; with no
+// such pod the run stops before creating anything, naming --restart-cmd.
+func TestDisruptAgentRestart(t *testing.T) {
+	fc := newFakeCluster(t, "a", "b")
+	newFakeProbed(t, fc)
+	agent := func(name, uid, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", UID: types.UID(uid),
+			Labels: map[string]string{"k8s-app": "kube-proxy"}}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.250.0.3",
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	}
+	o := disruptTestOptions(AgentRestart)
+	o.Repeats, o.Spacing = 1, 600*time.Millisecond
+
+	_, err := runDisrupt(t, context.Background(), fc, o)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--restart-cmd") {
+		t.Fatalf("without an agent pod: %v, want ErrInvalid naming --restart-cmd", err)
+	}
+	if len(fc.createdPods()) != 0 {
+		t.Errorf("created %d pods before refusing", len(fc.createdPods()))
+	}
+
+	for _, p := range []*corev1.Pod{agent("kube-proxy-a", "1", "a"), agent("kube-proxy-b", "2", "b")} {
+		if err := fc.cs.Tracker().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deleted []string
+	fc.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		if d.GetNamespace() != "kube-system" {
+			return false, nil, nil
+		}
+		deleted = append(deleted, d.GetName())
+		go func() { // the DaemonSet controller and kubelet, 100 ms later
+			time.Sleep(100 * time.Millisecond)
+			_ = fc.cs.Tracker().Add(agent("kube-proxy-b2", "3", "b"))
+		}()
+		return false, nil, nil
+	})
+	arm, err := runDisrupt(t, context.Background(), fc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.wantClean(t)
+	if len(deleted) != 1 || deleted[0] != "kube-proxy-b" {
+		t.Errorf("deleted %v, want the server node's kube-proxy-b", deleted)
+	}
+	e := arm.Timelines[0].Events[0]
+	if e.Kind != AgentRestart || e.ChangeDurationMs < 100 || e.ChangeDurationMs > 400 || !strings.Contains(e.Detail, "kube-proxy-b2 Ready") {
+		t.Errorf("restart event %+v: want it to last from the delete until kube-proxy-b2 was Ready (100 ms on)", e)
+	}
+}
+
+// TestDisruptCommandOptions: bad flags are one ErrInvalid each, before
+// any cluster is contacted.
+func TestDisruptCommandOptions(t *testing.T) {
+	good := DisruptCommand{Probes: "udp-rr,tcp-crr=100", Timeout: 500 * time.Millisecond, Target: "service", Services: 10,
+		Events: "endpoint-change,service-churn", Repeats: 5, Settle: 3 * time.Second, Spacing: 4 * time.Second, Agent: "kube-proxy"}
+	o, err := good.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Probes) != 2 || o.Probes[0].Rate != disrupt.DefaultUDPRate || o.Probes[1].Rate != 100 || o.Bucket != 100*time.Millisecond {
+		t.Errorf("options %+v: want udp-rr at its default rate, tcp-crr at 100/s, 100 ms buckets", o)
+	}
+	for name, mod := range map[string]func(c *DisruptCommand){
+		"unknown probe":          func(c *DisruptCommand) { c.Probes = "icmp" },
+		"rate not a number":      func(c *DisruptCommand) { c.Probes = "udp-rr=fast" },
+		"probe twice":            func(c *DisruptCommand) { c.Probes = "udp-rr,udp-rr" },
+		"unknown event":          func(c *DisruptCommand) { c.Events = "reboot" },
+		"endpoint without fill":  func(c *DisruptCommand) { c.Services = 0 },
+		"target":                 func(c *DisruptCommand) { c.Target = "node" },
+		"spacing under timeout":  func(c *DisruptCommand) { c.Spacing = 800 * time.Millisecond },
+		"too many":               func(c *DisruptCommand) { c.Repeats = 1000 },
+		"unknown agent":          func(c *DisruptCommand) { c.Events, c.Agent = "agent-restart", "calico" },
+		"restart-cmd, no event":  func(c *DisruptCommand) { c.RestartCmd = "true" },
+		"services over the max":  func(c *DisruptCommand) { c.Services = MaxServices + 1 },
+		"settle shorter than 1s": func(c *DisruptCommand) { c.Settle = 0 },
+	} {
+		c := good
+		mod(&c)
+		if _, err := c.Options(); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line matching ErrInvalid", name, err)
+		}
+	}
+	c := good
+	c.Events, c.Agent, c.RestartCmd = "agent-restart", "", "kill x"
+	if _, err := c.Options(); err != nil {
+		t.Errorf("agent-restart by command needs no --agent: %v", err)
+	}
+}
