@@ -35,6 +35,7 @@ func newK8sDisruptCmd() *cobra.Command {
 	f.StringVarP(&c.JSON, "output", "o", "", "write the result as JSON")
 	f.StringVar(&c.HTML, "html", "", "write the timelines as an HTML page")
 	f.BoolVar(&c.Keep, "keep", false, "leave the run's objects for debugging")
+	addDBFlag(cmd, &c.DBPath)
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/disrupt"
 	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/runid"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 // DisruptCommand is `cnibench k8s disrupt` as given.
@@ -32,6 +33,9 @@ type DisruptCommand struct {
 	ReadyTimeout                              time.Duration
 	Keep                                      bool
 	Version, Experiment                       string
+	// DBPath is the results database the run is stored in, as `disrupt
+	// run` stores its own (disrupt.Save), under kind KindDisrupt.
+	DBPath string
 }
 
 // ParseDisruptProbes reads --probes: a comma list of KIND[=RATE].
@@ -134,6 +138,13 @@ func (c DisruptCommand) Run(ctx context.Context, out, log io.Writer) error {
 	if o.Image, o.PullPolicy, err = c.Cluster.ResolveImage(c.Version); err != nil {
 		return err
 	}
+	// Opened before the cluster is touched: a database that cannot be
+	// opened stops the run here, not after minutes of probing.
+	db, err := store.Open(c.DBPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	conn, err := c.Cluster.Connect()
 	if err != nil {
 		return err
@@ -167,5 +178,19 @@ func (c DisruptCommand) Run(ctx context.Context, out, log io.Writer) error {
 		res.Baseline = arm.Name
 	}
 	res.Comparisons = disrupt.Compare(res)
-	return errors.Join(runErr, disrupt.WriteText(out, res), disrupt.WriteFiles(res, c.JSON, c.HTML))
+	errs := []error{runErr, disrupt.WriteText(out, res), disrupt.WriteFiles(res, c.JSON, c.HTML)}
+	// Stored last: a database that fails loses nothing already printed
+	// or written, and says so.
+	if disrupt.Measured(res) {
+		run, err := disrupt.Save(db, res, disrupt.StoreOptions{Kind: KindDisrupt, Version: c.Version, Host: clusterFingerprint(cl, c.Version), Err: runErr})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("k8s disrupt: the result was not stored in %s: %w", db.Path(), err))
+		} else {
+			fmt.Fprintf(log, "stored as run %d (%s) in %s; read it back with: cnibench disrupt report %s\n", run.ID, run.Name, db.Path(), run.Name)
+		}
+	}
+	return errors.Join(errs...)
 }
+
+// KindDisrupt is the stored kind of `cnibench k8s disrupt`'s runs.
+const KindDisrupt = "k8s-disrupt"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -341,5 +342,19 @@ func TestDisruptCommandOptions(t *testing.T) {
 	c.Events, c.Agent, c.RestartCmd = "agent-restart", "", "kill x"
 	if _, err := c.Options(); err != nil {
 		t.Errorf("agent-restart by command needs no --agent: %v", err)
+	}
+}
+
+// A results database that cannot be opened stops the run before the
+// cluster is contacted (the kubeconfig here does not exist: reaching it
+// would be a different error).
+func TestDisruptCommandDBFirst(t *testing.T) {
+	c := DisruptCommand{Probes: "udp-rr", Timeout: 500 * time.Millisecond, Target: "service", Services: 10,
+		Events: "endpoint-change", Repeats: 1, Settle: 3 * time.Second, Spacing: 4 * time.Second, Agent: "kube-proxy",
+		Cluster: ClusterFlags{Kubeconfig: t.TempDir() + "/no-kubeconfig", Image: "cnibench:test", PullPolicy: "Never"},
+		DBPath:  "/dev/null/results.db"}
+	err := c.Run(context.Background(), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "results database") {
+		t.Errorf("err %v: want the results database named", err)
 	}
 }
