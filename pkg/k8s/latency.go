@@ -240,6 +240,10 @@ func (lr *latencyRun) service(ctx context.Context) (err error) {
 	if err := lr.ensureTarget(ctx); err != nil {
 		return err
 	}
+	// The watchers start first, so they see kube-proxy's sync of the
+	// reserving Service's delete too (waitProxySynced).
+	watchers, noWatcher := lr.startProxyWatchers(ctx)
+	defer lr.stopPods(ctx, watchers, roleLatencyProxy, &err)
 	api := lr.r.Client.CoreV1().Services(lr.po.Namespace)
 	got, err := api.Create(ctx, lr.serviceSpec(""), metav1.CreateOptions{})
 	if err != nil {
@@ -249,15 +253,17 @@ func (lr *latencyRun) service(ctx context.Context) (err error) {
 	if err := lr.deleteObject(ctx, "service", got.Name); err != nil {
 		return err
 	}
+	deleted := time.Now()
 	agents, err := lr.startAgents(ctx, []string{targetService + "=" + net.JoinHostPort(ip, strconv.Itoa(latencyPort))})
 	if err != nil {
 		return err
 	}
 	defer lr.stopAgents(ctx, agents, &err)
-	watchers, noWatcher := lr.startProxyWatchers(ctx)
-	defer lr.stopPods(ctx, watchers, roleLatencyProxy, &err)
 	fmt.Fprintf(lr.o.Log, "service: agents probe ClusterIP %s on %s\n", ip, strings.Join(lr.nodes, ", "))
 	for i := 1; i <= lr.o.Trials; i++ {
+		if err := lr.waitProxySynced(ctx, watchers, deleted); err != nil {
+			return lr.notRun(result.SvcLatency, i, err)
+		}
 		if err := lr.waitState(ctx, agents, targetService, false); err != nil {
 			return lr.notRun(result.SvcLatency, i, fmt.Errorf("the ClusterIP %s still answers after the last trial's Service was deleted: %w", ip, err))
 		}
@@ -281,6 +287,7 @@ func (lr *latencyRun) service(ctx context.Context) (err error) {
 		if err := lr.deleteObject(ctx, "service", got.Name); err != nil {
 			return err
 		}
+		deleted = time.Now()
 	}
 	return nil
 }

@@ -505,3 +505,62 @@ func SummarizeKubeProxy(trials []Trial) []KubeProxyFullSyncs {
 	}
 	return out
 }
+
+// SyncBegunAfter reports whether the snapshots show a kube-proxy sync that
+// began at or after t (Unix time): from two reads with syncs between them,
+// the last sync's start is at least the last stamp less the durations of
+// all of them, a bound that is exact for one sync and early for more.
+func SyncBegunAfter(snaps []KubeProxySnapshot, t time.Time) bool {
+	var prev *KubeProxySnapshot
+	after := float64(t.UnixNano()) / 1e9
+	for i := range snaps {
+		s := &snaps[i]
+		if s.Err != "" {
+			continue
+		}
+		if prev != nil && s.Full+s.Partial > prev.Full+prev.Partial {
+			dur := (s.FullSum + s.PartialSum) - (prev.FullSum + prev.PartialSum)
+			if s.LastSync-dur >= after {
+				return true
+			}
+		}
+		prev = s
+	}
+	return false
+}
+
+// waitProxySynced waits until kube-proxy on every watched node has
+// finished a sync begun after deleted, the instant the API server answered
+// a Service's delete: only then are the deleted Service's rules gone. The
+// agents' probes alone cannot tell: at 10,000 Services a probe that times
+// out while a sync keeps both CPUs busy reads as "gone" while the rules
+// still answer, and the next trial's Service then answers with no
+// programming at all (docs/kubernetes.md). A node whose kube-proxy cannot
+// be read is not waited for (its trials say why they have no figures).
+func (lr *latencyRun) waitProxySynced(ctx context.Context, pods map[string]string, deleted time.Time) error {
+	for node, pod := range pods {
+		readable := true
+		err := pollUntil(ctx, lr.poll(), lr.o.TrialTimeout, func() (bool, error) {
+			b, err := lr.r.logs(ctx, lr.po.Namespace, pod, containerName)
+			if err != nil {
+				return false, fmt.Errorf("read the log of kube-proxy watcher %s: %w", pod, err)
+			}
+			snaps := ParseKubeProxySnapshots(b)
+			if n := len(snaps); n > 0 && snaps[n-1].Err != "" {
+				readable = false
+				return true, nil
+			}
+			return SyncBegunAfter(snaps, deleted), nil
+		})
+		if errors.Is(err, errPollTimeout) {
+			return fmt.Errorf("kube-proxy on %s finished no sync begun after the Service's delete within %s", node, lr.o.TrialTimeout)
+		}
+		if err != nil {
+			return err
+		}
+		if !readable {
+			fmt.Fprintf(lr.o.Log, "service: kube-proxy on %s unreadable; the next trial starts on its agents' word alone\n", node)
+		}
+	}
+	return nil
+}

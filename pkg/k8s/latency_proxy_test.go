@@ -349,3 +349,46 @@ func TestSummarizeLatencyDocs(t *testing.T) {
 		t.Errorf("another document: %v", err)
 	}
 }
+
+// A sync begun after the instant: one sync between two reads starts at its
+// stamp less its duration; a sync that began before the instant, though it
+// ended after it, does not count; unreadable snapshots are skipped.
+func TestSyncBegunAfter(t *testing.T) {
+	at := time.Unix(1000, 0)
+	snap := func(n uint64, sum, last float64) KubeProxySnapshot {
+		return KubeProxySnapshot{Partial: n, PartialSum: sum, LastSync: last}
+	}
+	for name, c := range map[string]struct {
+		snaps []KubeProxySnapshot
+		want  bool
+	}{
+		"none":               {[]KubeProxySnapshot{snap(1, 1, 990)}, false},
+		"began after":        {[]KubeProxySnapshot{snap(1, 1, 990), snap(2, 6, 1006)}, true},
+		"began before":       {[]KubeProxySnapshot{snap(1, 1, 990), snap(2, 6.5, 1005)}, false},
+		"then a later one":   {[]KubeProxySnapshot{snap(1, 1, 990), snap(2, 6.5, 1005), snap(3, 7.5, 1007)}, true},
+		"two between, early": {[]KubeProxySnapshot{snap(1, 1, 990), snap(3, 3, 1001)}, false},
+		"unreadable between": {[]KubeProxySnapshot{snap(1, 1, 990), {Err: "refused"}, snap(2, 2, 1002)}, true},
+	} {
+		if got := SyncBegunAfter(c.snaps, at); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+// A kube-proxy that never syncs a Service's delete: the next trial does not
+// start on the agents' word alone, it is not run, with the reason.
+func TestLatencyServiceWaitsForDeleteSync(t *testing.T) {
+	fc := newFakeCluster(t, "n1", "n2")
+	dp := newFakeDatapath(fc, map[string]time.Duration{"n1": 10 * time.Millisecond, "n2": 20 * time.Millisecond})
+	dp.noDeleteSync = true
+	trials, _, _, _ := runLatency(t, context.Background(), fc, latencyTestOptions(LatencyService))
+	if len(trials) != 3 {
+		t.Fatalf("%d trials, want 3 stored as not run", len(trials))
+	}
+	for _, tr := range trials {
+		if tr.LatencyNs != nil || !strings.Contains(tr.Error, "no sync begun after the Service's delete") {
+			t.Errorf("trial %d: latency %v, error %q: want not run, the missing sync named", tr.N, tr.LatencyNs, tr.Error)
+		}
+	}
+	fc.wantClean(t)
+}

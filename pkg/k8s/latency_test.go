@@ -43,6 +43,8 @@ type fakeDatapath struct {
 	// n's create (its watcher's log); proxyDown: no kube-proxy answers.
 	proxy     func(node string, trial int, created time.Time) []proxyEvent
 	proxyDown bool
+	// noDeleteSync: kube-proxy never syncs a Service's delete.
+	noDeleteSync bool
 }
 
 // proxyEvent is one sync of a fake kube-proxy, ending at at.
@@ -208,7 +210,18 @@ func (dp *fakeDatapath) proxyLog(enc *json.Encoder, pod *corev1.Pod, now time.Ti
 	_ = enc.Encode(s)
 	trial := -1 // the first create reserves the ClusterIP
 	for _, e := range dp.events {
-		if e.kind != "service" || !e.add {
+		if e.kind != "service" {
+			continue
+		}
+		if !e.add {
+			// A real kube-proxy syncs each delete; here 5 ms after it
+			// (waitProxySynced waits for that sync before a trial).
+			at := e.at.Add(5 * time.Millisecond)
+			if read := at.Add(time.Millisecond); !dp.noDeleteSync && !e.at.Before(born) && !read.After(now) {
+				s.Partial, s.PartialSum = s.Partial+1, s.PartialSum+0.001
+				s.At, s.LastSync = read.UnixNano(), float64(at.UnixNano())/1e9
+				_ = enc.Encode(s)
+			}
 			continue
 		}
 		if trial++; trial == 0 || dp.proxy == nil || e.at.Before(born) {
