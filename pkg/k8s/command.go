@@ -38,6 +38,26 @@ type ClusterFlags struct {
 // Connect reaches the cluster the flags name.
 func (f ClusterFlags) Connect() (*Conn, error) { return Connect(f.Kubeconfig, f.Context) }
 
+// ConnectFor is the start `k8s latency` and `k8s disrupt` share: reach
+// the cluster, check that services filler Services fit in namespace ns
+// beside what the cluster holds, and read it (with the context and server
+// it was reached by).
+func (f ClusterFlags) ConnectFor(ctx context.Context, ns string, services int) (*Conn, *Cluster, []corev1.Node, error) {
+	conn, err := f.Connect()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := CheckServices(ctx, conn.Client, ns, services); err != nil {
+		return nil, nil, nil, err
+	}
+	cl, nodes, err := Fingerprint(ctx, conn.Client)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl.Context, cl.Server = conn.Context, conn.Server
+	return conn, cl, nodes, nil
+}
+
 // ResolveImage is ResolveImage of the flags: --image, or the name `image
 // build` gives this binary of version.
 func (f ClusterFlags) ResolveImage(version string) (string, corev1.PullPolicy, error) {

@@ -145,16 +145,9 @@ func (c DisruptCommand) Run(ctx context.Context, out, log io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	conn, err := c.Cluster.Connect()
-	if err != nil {
-		return err
-	}
 	o.Namespace, o.Log = c.Cluster.Namespace, log
 	podDefaults(&o.Namespace, &o.PullPolicy, &o.Log)
-	if err := CheckServices(ctx, conn.Client, o.Namespace, o.Services); err != nil {
-		return err
-	}
-	cl, nodes, err := Fingerprint(ctx, conn.Client)
+	conn, cl, nodes, err := c.Cluster.ConnectFor(ctx, o.Namespace, o.Services)
 	if err != nil {
 		return err
 	}

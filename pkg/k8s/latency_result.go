@@ -296,20 +296,12 @@ func (c LatencyCommand) Run(ctx context.Context, out, log io.Writer) error {
 	if o.Image, o.PullPolicy, err = c.Cluster.ResolveImage(c.Version); err != nil {
 		return err
 	}
-	conn, err := c.Cluster.Connect()
-	if err != nil {
-		return err
-	}
 	o.Namespace, o.Log = c.Cluster.Namespace, log
 	podDefaults(&o.Namespace, &o.PullPolicy, &o.Log)
-	if err := CheckServices(ctx, conn.Client, o.Namespace, o.Services); err != nil {
-		return err
-	}
-	cl, nodes, err := Fingerprint(ctx, conn.Client)
+	conn, cl, nodes, err := c.Cluster.ConnectFor(ctx, o.Namespace, o.Services)
 	if err != nil {
 		return err
 	}
-	cl.Context, cl.Server = conn.Context, conn.Server
 	db, err := store.Open(c.DBPath)
 	if err != nil {
 		return err
