@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,9 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	if createdNS, err = r.ensureNamespace(ctx, o.Namespace, r.RunID, o.ReadyTimeout); err != nil {
 		return nil, err
 	}
-	cl.ApplyProbes(r.probeNodes(ctx, po, uniq(client, server), o.ReadyTimeout, false), nodes)
+	metered := uniq(client, server)
+	nodeProbes := r.probeNodes(ctx, po, metered, o.ReadyTimeout, false)
+	cl.ApplyProbes(nodeProbes, nodes)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted while probing the nodes: %w", err)
 	}
@@ -171,6 +174,13 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	}
 
 	dur := o.planned()
+	// The agent meters run from before the probes start until after
+	// they end; a node whose meter cannot start is recorded with why.
+	meters := r.startMeters(ctx, po, metered, nodeProbes, o.ReadyTimeout,
+		int64((o.StartDelay + dur + 2*o.ReadyTimeout + time.Minute).Seconds()), o.Log)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted while starting the agent meters: %w", err)
+	}
 	t0 := time.Now().Add(o.StartDelay)
 	var probes []string
 	for _, p := range o.Probes {
@@ -191,7 +201,7 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	defer ct.cancel()
 	marks, fireErr := fireSlots(ctx, slots, t0, o.Spacing, dur)
 	res := &disrupt.ArmResult{Name: arm, Topology: "k8s", Target: target.String(), LabID: r.RunID,
-		Knobs: disruptKnobs(cl, o), ProbeCPUReason: "the probes run in pods; their CPU is not metered"}
+		Knobs: disruptKnobs(cl, o)}
 	if fireErr != nil {
 		return nil, fireErr
 	}
@@ -199,13 +209,17 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 		return nil, fmt.Errorf("after the events: %w", err)
 	}
 	res.Restored = true
+	reqs := make([][]disrupt.Request, len(probes))
+	logs := make([][]byte, len(probes))
 	for i, name := range probes {
-		reqs, err := r.probeRequests(ctx, po.Namespace, name, time.Until(t0.Add(dur))+o.Probes[i].Timeout+o.ReadyTimeout)
-		if err != nil {
+		if reqs[i], logs[i], err = r.probeRequests(ctx, po.Namespace, name, time.Until(t0.Add(dur))+o.Probes[i].Timeout+o.ReadyTimeout); err != nil {
 			return nil, err
 		}
-		p := o.Probes[i]
-		res.Timelines = append(res.Timelines, disrupt.Build(string(p.Kind), p.Rate, p.Timeout, o.Bucket, dur, reqs, marks))
+	}
+	res.ProbeCPUPct, res.ProbeCPUReason = r.probeCPU(ctx, po.Namespace, env.serverPod.Name, logs, t0, t0.Add(dur))
+	r.eventAgentCPU(ctx, meters, po.Namespace, metered, t0, dur, marks)
+	for i, p := range o.Probes {
+		res.Timelines = append(res.Timelines, disrupt.Build(string(p.Kind), p.Rate, p.Timeout, o.Bucket, dur, reqs[i], marks))
 	}
 	ct.stop(res)
 	return res, nil
@@ -224,7 +238,7 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		}
 	}()
 	mark := func(ev *kubeEvent, label string, f firing) {
-		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), AgentCPUReason: ev.agentCPU, Detail: f.detail}
+		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), Detail: f.detail}
 		if f.end.IsZero() {
 			m.End = m.Start
 		}
@@ -304,24 +318,24 @@ func (r *Runner) disruptTarget(ctx context.Context, o DisruptOptions, po PodOpti
 }
 
 // probeRequests waits (up to wait) until a probe pod has ended and reads
-// its requests from its log.
-func (r *Runner) probeRequests(ctx context.Context, ns, name string, wait time.Duration) ([]disrupt.Request, error) {
+// its requests from its log; the log is returned too, for its CPU lines.
+func (r *Runner) probeRequests(ctx context.Context, ns, name string, wait time.Duration) ([]disrupt.Request, []byte, error) {
 	done, err := r.waitPod(ctx, ns, name, wait, podFinished)
 	if err != nil {
-		return nil, fmt.Errorf("probe pod %s: %w", name, err)
+		return nil, nil, fmt.Errorf("probe pod %s: %w", name, err)
 	}
 	b, err := r.logs(ctx, ns, name, containerName)
 	if err != nil {
-		return nil, APIError("read", "log of "+name, err)
+		return nil, nil, APIError("read", "log of "+name, err)
 	}
 	if done.Status.Phase != corev1.PodSucceeded {
-		return nil, fmt.Errorf("probe pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
+		return nil, nil, fmt.Errorf("probe pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
 	}
 	_, reqs, err := disrupt.DecodeRequests(b)
 	if err != nil {
-		return nil, fmt.Errorf("probe pod %s: %w", name, err)
+		return nil, nil, fmt.Errorf("probe pod %s: %w", name, err)
 	}
-	return reqs, nil
+	return reqs, b, nil
 }
 
 // disruptNodes picks the client's and the server's node: the flags', else
@@ -458,9 +472,23 @@ func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		<-ctx.Done()
-		ec.Close()
-		return nil
+		defer ec.Close()
+		// Its CPU, every CPUEvery until it is deleted: the runner cuts
+		// the probing window out of the series.
+		tk := time.NewTicker(disrupt.CPUEvery)
+		defer tk.Stop()
+		for {
+			if r, ok := disrupt.ReadSelfCPU(); ok {
+				if err := disrupt.WriteCPU(out, r); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tk.C:
+			}
+		}
 	}
 	target, err := netip.ParseAddrPort(a.Target)
 	if err != nil || !target.Addr().Is4() {
@@ -480,11 +508,23 @@ func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
 	}
 	stop, cancel := context.WithDeadline(ctx, t0.Add(a.Duration))
 	defer cancel()
+	// Its CPU before the first request and after the last, printed with
+	// the requests (one write at the end, so the log holds all or none).
+	cpu0, ok0 := disrupt.ReadSelfCPU()
 	reqs, err := specs[0].Run(ctx, stop, "", target, t0)
 	if err != nil {
 		return err
 	}
-	return disrupt.EncodeRequests(out, specs[0].Kind, reqs)
+	var b bytes.Buffer
+	if cpu1, ok1 := disrupt.ReadSelfCPU(); ok0 && ok1 {
+		disrupt.WriteCPU(&b, cpu0)
+		disrupt.WriteCPU(&b, cpu1)
+	}
+	if err := disrupt.EncodeRequests(&b, specs[0].Kind, reqs); err != nil {
+		return err
+	}
+	_, err = out.Write(b.Bytes())
+	return err
 }
 
 // conntrackMaxFile is the host's conntrack limit. On a cluster whose

@@ -79,8 +79,6 @@ type kubeEvent struct {
 	kind string
 	fire func(ctx context.Context, n int) (firing, error)
 	undo func(ctx context.Context, n int) (firing, error)
-	// agentCPU says why the event has no agent CPU.
-	agentCPU string
 }
 
 // disruptEnv is what the events act on.
@@ -105,12 +103,11 @@ func apiAt(call func() error) (time.Time, error) {
 
 // newKubeEvent binds kind to env.
 func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
-	const noCPU = "not metered on Kubernetes: the agents run on the nodes, not beside the runner"
 	ns := env.po.Namespace
 	switch kind {
 	case ServiceChurn:
 		svcs, eps := env.r.Client.CoreV1().Services(ns), env.r.Client.DiscoveryV1().EndpointSlices(ns)
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, n int) (firing, error) {
 				svc, sl := churnService(env.po, n)
 				a, err := apiAt(func() error { _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); return err })
@@ -148,7 +145,7 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 			}
 			return firing{start: a, end: a, detail: fmt.Sprintf("filler %s's endpoint set to %s (API answer after %.1f ms)", name, addr, ms(a.Sub(t0)))}, nil
 		}
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, _ int) (firing, error) { return set(ctx, ChangedAddress) },
 			undo: func(ctx context.Context, _ int) (firing, error) { return set(ctx, PlaceholderAddress) }}, nil
 	case PolicyChurn:
@@ -157,7 +154,7 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 		if ok, why := enforcesPolicy(env.cni); !ok {
 			note = "; " + why + ": nothing to measure of the datapath here"
 		}
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, n int) (firing, error) {
 				p := allowPolicy(env.po, n)
 				a, err := apiAt(func() error { _, err := pols.Create(ctx, p, metav1.CreateOptions{}); return err })
@@ -175,7 +172,7 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 				return firing{start: a, end: a, detail: "NetworkPolicy " + name + " deleted" + note}, nil
 			}}, nil
 	case AgentRestart:
-		ev := &kubeEvent{kind: kind, agentCPU: noCPU}
+		ev := &kubeEvent{kind: kind}
 		if env.restartCmd != "" {
 			ev.fire = func(ctx context.Context, _ int) (firing, error) { return env.restartByCommand(ctx) }
 		} else {

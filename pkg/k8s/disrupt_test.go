@@ -3,6 +3,7 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -34,7 +35,17 @@ type fakeProbed struct {
 	hurts   func(c fakeChange) bool
 	// agentUID counts the kube-proxy pods made (the replacement's UID).
 	agentUID int
+	// echoAt is when the echo pod was made: its CPU readings start there.
+	echoAt time.Time
 }
+
+// The fake's costs: the echo takes 5 % of a CPU, each probe 1 %; each
+// node's kube-proxy ticks once every 100 ms (10 % of a CPU, its idle)
+// and spends fakeAgentWork more within 100 ms of each endpoint change.
+const (
+	fakeEchoPct, fakeProbePct = 5, 1
+	fakeAgentWork             = 200 * time.Millisecond
+)
 
 type fakeChange struct {
 	at   time.Time
@@ -75,6 +86,9 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		switch pod.Labels[LabelRole] {
 		case roleDisruptEcho:
+			fp.mu.Lock()
+			fp.echoAt = time.Now()
+			fp.mu.Unlock()
 			pod.Spec.NodeName = pinnedNode(pod)
 			pod.Status.Phase = corev1.PodRunning
 			pod.Status.PodIP = "10.244.2.7"
@@ -93,7 +107,26 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 		return false, nil, nil
 	})
 	fc.logs = fp.log
+	fc.meter = fp.meter
 	return fp
+}
+
+// meter is an agent meter's log: one kube-proxy (pid 42), a sample every
+// 20 ms from the echo's creation until now.
+func (fp *fakeProbed) meter(*corev1.Pod) []byte {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	var b bytes.Buffer
+	for at := fp.echoAt; at.Before(time.Now()); at = at.Add(20 * time.Millisecond) {
+		ticks := int64(at.Sub(fp.echoAt) / (100 * time.Millisecond))
+		for _, c := range fp.changes {
+			if c.verb == "patch" && at.After(c.at) {
+				ticks += int64(min(at.Sub(c.at), 100*time.Millisecond) * fakeAgentWork / (100 * time.Millisecond) / (time.Second / UserHZ))
+			}
+		}
+		json.NewEncoder(&b).Encode(AgentSample{T: at.UnixNano(), Procs: []AgentProc{{PID: 42, Name: "kube-proxy", Ticks: ticks}}})
+	}
+	return b.Bytes()
 }
 
 // endpointOf reads the address of an endpoint merge patch.
@@ -111,6 +144,15 @@ func endpointOf(patch []byte) string {
 // noted, as EncodeRequests writes them.
 func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 	args := pod.Spec.Containers[0].Args
+	var b bytes.Buffer
+	if pod.Labels[LabelRole] == roleDisruptEcho {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		for at := fp.echoAt; at.Before(time.Now().Add(disrupt.CPUEvery)); at = at.Add(disrupt.CPUEvery / 4) {
+			disrupt.WriteCPU(&b, disrupt.CPUReading{At: at, CPU: at.Sub(fp.echoAt) * fakeEchoPct / 100})
+		}
+		return b.Bytes(), nil
+	}
 	spec, err := ParseDisruptProbes(argValues(args, "--probe")[0], time.Second)
 	if err != nil {
 		return nil, err
@@ -131,8 +173,9 @@ func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 		}
 		reqs = append(reqs, r)
 	}
-	var b bytes.Buffer
 	b.WriteString("probe started\n")
+	disrupt.WriteCPU(&b, disrupt.CPUReading{At: t0.Add(-time.Millisecond), CPU: 30 * time.Millisecond})
+	disrupt.WriteCPU(&b, disrupt.CPUReading{At: t0.Add(dur + time.Millisecond), CPU: 30*time.Millisecond + (dur+2*time.Millisecond)*fakeProbePct/100})
 	err = disrupt.EncodeRequests(&b, spec[0].Kind, reqs)
 	return b.Bytes(), err
 }
@@ -170,6 +213,9 @@ func TestDisruptEventsOnTheProbesClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc.wantClean(t)
+	if want := float64(fakeEchoPct + 2*fakeProbePct); arm.ProbeCPUPct == nil || math.Abs(*arm.ProbeCPUPct-want) > 0.2 {
+		t.Errorf("probe CPU %v %% (%s), want %.0f %%: the echo's and the probes' over the probing", arm.ProbeCPUPct, arm.ProbeCPUReason, want)
+	}
 	if !arm.Restored || arm.Name != "unknown-iptables" && !strings.HasSuffix(arm.Name, "-iptables") {
 		t.Errorf("arm %q restored %v, want an -iptables arm, restored", arm.Name, arm.Restored)
 	}
@@ -210,8 +256,15 @@ func TestDisruptEventsOnTheProbesClock(t *testing.T) {
 					t.Errorf("%s event %d (%s %s): lost %d, gap %.1f; want nothing", tl.Probe, i, e.Kind, e.Label, lost, e.LongestGapMs)
 				}
 			}
-			if e.AgentCPUMs != nil || e.AgentCPUReason == "" {
-				t.Errorf("event %d: agent CPU %v without a reason, want missing with one", i, e.AgentCPUMs)
+			// Both nodes' kube-proxy: fakeAgentWork each for an
+			// endpoint change or its revert, nothing above their idle
+			// for a Service; within a tick per node and window edge.
+			want := 0.0
+			if e.Kind == EndpointChange {
+				want = 2 * ms(fakeAgentWork)
+			}
+			if e.AgentCPUMs == nil || math.Abs(*e.AgentCPUMs-want) > 45 {
+				t.Errorf("%s event %d (%s %s): agent CPU %v ms (%s), want %.0f", tl.Probe, i, e.Kind, e.Label, e.AgentCPUMs, e.AgentCPUReason, want)
 			}
 		}
 		// Marks at their planned instants: settle + k × spacing.
