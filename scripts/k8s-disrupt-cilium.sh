@@ -8,6 +8,8 @@
 # a change of its datapath here, not a no-op as on Flannel.
 #
 #   addons/cilium/teardown.sh; MODE/KPR setup.sh; import the image
+#   cnibench k8s disrupt --services N --events blackhole --repeats 10 (200 ms each, on the client's node)
+#   -> every blackhole's gap is 200 ms within one bucket, in both probes
 #   cnibench k8s disrupt --services N --events policy-churn,endpoint-change,service-churn --repeats R
 #   cnibench k8s disrupt --services N --events agent-restart --restart-cmd '<kill; setup.sh; status OK>'
 #   -> each run restored its changes, left no object, and names Cilium
@@ -22,7 +24,7 @@
 # Needs root. Tears Cilium and the cluster down (purged) on every path out.
 # Environment:
 #   MODE=vxlan-kpr (or native-kp: kube-proxy in iptables mode beside Cilium)
-#   N=1000 REPEATS=5 RESTART=1 (0: no restart run)
+#   N=1000 REPEATS=5 RESTART=1 (0: no restart run) BLACKHOLE=1 (0: no blackhole run)
 #   OUT=DIR   keeps the results (JSON, HTML, text) and logs
 #   CNB_LOCK=F  hold `flock -x F` around each run (a shared machine's CPU lock)
 . "$(dirname "$0")/lib.sh"
@@ -31,6 +33,7 @@ MODE=${MODE:-vxlan-kpr}
 N=${N:-1000}
 REPEATS=${REPEATS:-5}
 RESTART=${RESTART:-1}
+BLACKHOLE=${BLACKHOLE:-1}
 
 need_root "k8slab and Cilium's agents"
 find_k8slab
@@ -72,6 +75,11 @@ run_checked() {
 }
 
 common=(--image "$REF" --image-pull-policy Never --services "$N" --target service)
+if [ "$BLACKHOLE" = 1 ]; then
+  step "blackhole × 10, 200 ms each (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  run_checked blackhole "${common[@]}" --events blackhole --blackhole 200ms --repeats 10 --spacing 2s
+  check_blackhole "$OUT/blackhole.json" 200
+fi
 step "policy-churn, endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 run_checked churn "${common[@]}" --events policy-churn,endpoint-change,service-churn --repeats "$REPEATS"
 

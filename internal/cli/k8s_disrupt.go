@@ -22,7 +22,8 @@ func newK8sDisruptCmd() *cobra.Command {
 	f.DurationVar(&c.Timeout, "timeout", 500*time.Millisecond, "a request unanswered by then is lost")
 	f.StringVar(&c.Target, "target", "service", "what the probes dial: service (a ClusterIP in front of the echo) or pod")
 	f.IntVar(&c.Services, "services", 0, "filler Services the cluster holds meanwhile (as k8s run --services)")
-	f.StringVar(&c.Events, "events", "endpoint-change,service-churn", "comma list of service-churn, endpoint-change, policy-churn, agent-restart")
+	f.StringVar(&c.Events, "events", "endpoint-change,service-churn", "comma list of service-churn, endpoint-change, policy-churn, agent-restart, blackhole")
+	f.DurationVar(&c.BlackholeFor, "blackhole", 200*time.Millisecond, "blackhole: how long the probes' port is dropped on the client's node")
 	f.IntVar(&c.Repeats, "repeats", 5, "rounds of the event list")
 	f.DurationVar(&c.Settle, "settle", 3*time.Second, "probing before the first event (the baseline)")
 	f.DurationVar(&c.Spacing, "spacing", 4*time.Second, "from one event to the next (a lasting change is undone half way)")
@@ -50,5 +51,9 @@ func newK8sDisruptAgentCmd() *cobra.Command {
 	af.DurationVar(&a.Timeout, "timeout", 500*time.Millisecond, "a request unanswered by then is lost")
 	af.Int64Var(&a.T0, "t0", 0, "the first request's instant, Unix ns")
 	af.DurationVar(&a.Duration, "duration", 0, "how long to send")
+	af.IntVar(&a.Blackhole, "blackhole", 0, "drop this TCP and UDP port on the pod's network from --t0 + each --at for --hold")
+	af.StringVar(&a.Table, "table", "", "the blackhole's nftables table")
+	af.DurationSliceVar(&a.At, "at", nil, "the blackholes' instants after --t0")
+	af.DurationVar(&a.Hold, "hold", 0, "how long each blackhole holds")
 	return agent
 }

@@ -40,10 +40,11 @@ import (
 // real cluster the nodes and the runner's machine must be NTP-synced).
 
 const (
-	scenarioDisrupt   = "disrupt"
-	roleDisruptEcho   = "disrupt-echo"
-	roleDisruptProbe  = "disrupt-probe"
-	roleDisruptObject = "disrupt-object"
+	scenarioDisrupt      = "disrupt"
+	roleDisruptEcho      = "disrupt-echo"
+	roleDisruptProbe     = "disrupt-probe"
+	roleDisruptObject    = "disrupt-object"
+	roleDisruptBlackhole = "disrupt-blackhole"
 	// Target modes (--target).
 	DisruptTargetPod     = "pod"
 	DisruptTargetService = "service"
@@ -73,7 +74,9 @@ type DisruptOptions struct {
 	// AgentSelector labels the agent's pods agent-restart deletes;
 	// RestartCmd, if set, restarts it instead (an agent run outside pods).
 	AgentSelector, RestartCmd string
-	ClientNode, ServerNode    string
+	// BlackholeFor is how long each blackhole event holds.
+	BlackholeFor           time.Duration
+	ClientNode, ServerNode string
 	// Arm names the run's arm; "" names it after the cluster.
 	Arm          string
 	ReadyTimeout time.Duration
@@ -112,7 +115,7 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	}
 	po := PodOptions{RunID: r.RunID, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: disrupt.ProbePort}
 	env := &disruptEnv{r: r, po: po, server: server, fillers: o.Services, svcIndex: (o.Services - 1) / 2,
-		agentSel: o.AgentSelector, restartCmd: o.RestartCmd, poll: 100 * time.Millisecond}
+		agentSel: o.AgentSelector, restartCmd: o.RestartCmd, blackholeFor: o.BlackholeFor, poll: 100 * time.Millisecond}
 	if r.Poll > 0 {
 		env.poll = r.Poll
 	}
@@ -190,7 +193,24 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 		}
 		probes = append(probes, pod.Name)
 	}
-	for _, name := range probes {
+	var holes []time.Duration
+	for _, sl := range slots {
+		if sl.ev.kind == Blackhole {
+			holes = append(holes, sl.at)
+		}
+	}
+	bhPod := ""
+	if len(holes) > 0 {
+		pod := disruptBlackholePod(po, client, t0, holes, o.BlackholeFor)
+		if _, err := r.Client.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return nil, APIError("create", "blackhole pod "+pod.Name, err)
+		}
+		bhPod = pod.Name
+	}
+	for _, name := range append(probes, bhPod) {
+		if name == "" {
+			continue
+		}
 		if _, err := r.waitPod(ctx, po.Namespace, name, max(time.Until(t0), time.Millisecond), podStarted); err != nil {
 			return nil, fmt.Errorf("probe pod %s not running by the probes' start, %s after it was created (raise --start-delay): %w", name, o.StartDelay, err)
 		}
@@ -216,6 +236,11 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 			return nil, err
 		}
 	}
+	if bhPod != "" {
+		if err := r.blackholeSpans(ctx, po.Namespace, bhPod, client, t0, marks, o.ReadyTimeout); err != nil {
+			return nil, err
+		}
+	}
 	res.ProbeCPUPct, res.ProbeCPUReason = r.probeCPU(ctx, po.Namespace, env.serverPod.Name, logs, t0, t0.Add(dur))
 	r.eventAgentCPU(ctx, meters, po.Namespace, metered, t0, dur, marks)
 	for i, p := range o.Probes {
@@ -238,7 +263,7 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		}
 	}()
 	mark := func(ev *kubeEvent, label string, f firing) {
-		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), Detail: f.detail}
+		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), Detail: f.detail, AgentCPUReason: ev.noAgent}
 		if f.end.IsZero() {
 			m.End = m.Start
 		}
@@ -453,9 +478,73 @@ func disruptProbePod(po PodOptions, node string, p disrupt.ProbeSpec, target net
 	return pod
 }
 
+// disruptBlackholePod drops the probes' port on node at t0+each of at, for
+// hold each time: on the node's network (host network), as root with
+// CAP_NET_ADMIN only. It ends after the last; its table goes with it.
+func disruptBlackholePod(po PodOptions, node string, t0 time.Time, at []time.Duration, hold time.Duration) *corev1.Pod {
+	pod := po.basePod(runid.Name(po.RunID, "blackhole"), scenarioDisrupt, roleDisruptBlackhole, Placement{HostNetwork: true}, node)
+	c := &pod.Spec.Containers[0]
+	var ats []string
+	for _, d := range at {
+		ats = append(ats, d.String())
+	}
+	c.Args = []string{"k8s", "disrupt-agent", "--blackhole", strconv.Itoa(disrupt.ProbePort), "--table", runid.Name(po.RunID, "blackhole"),
+		"--t0", strconv.FormatInt(t0.UnixNano(), 10), "--at", strings.Join(ats, ","), "--hold", hold.String()}
+	c.SecurityContext = engineSecurity()
+	c.SecurityContext.RunAsNonRoot = ptr(false)
+	c.SecurityContext.RunAsUser = ptr(int64(0))
+	c.SecurityContext.RunAsGroup = ptr(int64(0))
+	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.ActiveDeadlineSeconds = ptr(int64((time.Until(t0) + at[len(at)-1] + hold + 2*time.Minute).Seconds()))
+	return pod
+}
+
+// blackholeSpans waits for the blackhole pod's end and puts its spans —
+// when the kernel took each drop rule and when it was gone, on the
+// node's clock, the probes' — in place of the runner's marks of the
+// blackhole events, in order.
+func (r *Runner) blackholeSpans(ctx context.Context, ns, name, node string, t0 time.Time, marks []disrupt.Mark, wait time.Duration) error {
+	done, err := r.waitPod(ctx, ns, name, wait, podFinished)
+	if err != nil {
+		return fmt.Errorf("blackhole pod %s: %w", name, err)
+	}
+	b, err := r.logs(ctx, ns, name, containerName)
+	if err != nil {
+		return APIError("read", "log of "+name, err)
+	}
+	if done.Status.Phase != corev1.PodSucceeded {
+		return fmt.Errorf("blackhole pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
+	}
+	spans, err := disrupt.DecodeSpans(b)
+	if err != nil {
+		return fmt.Errorf("blackhole pod %s: %w", name, err)
+	}
+	k := 0
+	for i := range marks {
+		if marks[i].Kind != Blackhole {
+			continue
+		}
+		if k == len(spans) {
+			return fmt.Errorf("blackhole pod %s reported %d holds, the run planned more", name, len(spans))
+		}
+		sp := spans[k]
+		marks[i].Start, marks[i].End = sp.Start.Sub(t0), sp.End.Sub(t0)
+		marks[i].Detail = fmt.Sprintf("port %d (TCP and UDP) dropped on %s for %.1f ms, the pod's own instants", disrupt.ProbePort, node, ms(sp.End.Sub(sp.Start)))
+		k++
+	}
+	if k != len(spans) {
+		return fmt.Errorf("blackhole pod %s reported %d holds, the run planned %d", name, len(spans), k)
+	}
+	return nil
+}
+
 // DisruptAgent is `cnibench k8s disrupt-agent`, what k8s disrupt's pods
 // run: with Echo, pkg/disrupt's echo on that port in the pod's own
-// network namespace until ctx ends; else one Probe ("KIND=RATE") from the
+// network namespace until ctx ends; with Blackhole, that port dropped in
+// the pod's (the node's) network namespace from T0+each of At for Hold,
+// each span printed as it ends; else one Probe ("KIND=RATE") from the
 // pod's namespace, its first request at T0 (Unix ns) and its last before
 // T0+Duration, its requests printed at the end (disrupt.EncodeRequests).
 type DisruptAgent struct {
@@ -463,10 +552,17 @@ type DisruptAgent struct {
 	Probe, Target     string
 	Timeout, Duration time.Duration
 	T0                int64
+	Blackhole         int
+	Table             string
+	At                []time.Duration
+	Hold              time.Duration
 }
 
-// Run echoes or probes.
+// Run echoes, drops or probes.
 func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
+	if a.Blackhole > 0 {
+		return a.blackhole(ctx, out)
+	}
 	if a.Echo > 0 {
 		ec, err := disrupt.StartEcho("", a.Echo)
 		if err != nil {
@@ -575,4 +671,35 @@ func (w *conntrackWatch) stop(a *disrupt.ArmResult) {
 	if w.min != nil && (w.first == nil || *w.min < *w.first || last != nil && *w.min < *last) {
 		a.Knobs["host_conntrack_max_min"] = strconv.Itoa(*w.min)
 	}
+}
+
+// blackhole holds the drop rule at each planned instant. A hold is
+// lifted on every way out; the kernel deletes the table with the process
+// on the ways this code does not see (disrupt.PortBlackhole).
+func (a DisruptAgent) blackhole(ctx context.Context, out io.Writer) error {
+	if a.Blackhole > 65535 || a.Table == "" || a.T0 <= 0 || len(a.At) == 0 || a.Hold <= 0 {
+		return errkind.Errorf(ErrInvalid, "--blackhole %d --table %q --t0 %d --at %v --hold %s: want a port, a table, a start, instants and a hold", a.Blackhole, a.Table, a.T0, a.At, a.Hold)
+	}
+	t0 := time.Unix(0, a.T0)
+	for k, at := range a.At {
+		if !disrupt.WaitUntil(ctx, t0.Add(at)) {
+			return ctx.Err()
+		}
+		lift, err := disrupt.PortBlackhole(a.Table, uint16(a.Blackhole))
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		held := disrupt.WaitUntil(ctx, start.Add(a.Hold))
+		if err := lift(); err != nil {
+			return err
+		}
+		if !held {
+			return ctx.Err()
+		}
+		if err := disrupt.WriteSpan(out, k, disrupt.Span{Start: start, End: time.Now()}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

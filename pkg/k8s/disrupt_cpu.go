@@ -107,9 +107,17 @@ func (r *Runner) eventAgentCPU(ctx context.Context, m *agentMeters, ns string, n
 	}
 	// The meters sample every AgentInterval: the one after the probes'
 	// end is due then.
+	// A mark that already says why no agent works for it (a blackhole)
+	// keeps its reason.
+	preset := make([]bool, len(marks))
+	for i, mk := range marks {
+		preset[i] = mk.AgentCPUReason != ""
+	}
 	missing := func(why string) {
 		for i := range marks {
-			marks[i].AgentCPU, marks[i].AgentCPUReason = nil, why
+			if !preset[i] {
+				marks[i].AgentCPU, marks[i].AgentCPUReason = nil, why
+			}
 		}
 	}
 	if !disrupt.WaitUntil(ctx, t0.Add(total+AgentInterval)) {
@@ -125,6 +133,9 @@ func (r *Runner) eventAgentCPU(ctx context.Context, m *agentMeters, ns string, n
 	}
 	rate := float64(idle) / float64(marks[0].Start) // CPU per wall second
 	for i := range marks {
+		if preset[i] {
+			continue
+		}
 		mk := &marks[i]
 		end := total
 		if i+1 < len(marks) {

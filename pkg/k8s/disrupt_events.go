@@ -50,10 +50,17 @@ const (
 	// pod deleted and its replacement awaited until Ready, or the user's
 	// --restart-cmd run when the agent is no pod.
 	AgentRestart = "agent-restart"
+	// Blackhole drops the probes' port on the client's node for a known
+	// time (--blackhole, 200 ms by default): a pod there on the host
+	// network, with CAP_NET_ADMIN, holds an owned nftables table
+	// (disrupt.PortBlackhole) at each planned instant — the check of the
+	// timeline's resolution on a cluster, as the lab's blackhole is in a
+	// lab. The pod stamps its spans on the node's clock.
+	Blackhole = "blackhole"
 )
 
 // DisruptEvents lists the event kinds, for help and errors.
-var DisruptEvents = []string{ServiceChurn, EndpointChange, PolicyChurn, AgentRestart}
+var DisruptEvents = []string{ServiceChurn, EndpointChange, PolicyChurn, AgentRestart, Blackhole}
 
 // DisruptAgents maps each agent agent-restart knows by name to the label
 // selector its pods carry in their upstream manifests.
@@ -79,6 +86,9 @@ type kubeEvent struct {
 	kind string
 	fire func(ctx context.Context, n int) (firing, error)
 	undo func(ctx context.Context, n int) (firing, error)
+	// noAgent, when set, is why no agent works for this event: its
+	// agent CPU is not metered.
+	noAgent string
 }
 
 // disruptEnv is what the events act on.
@@ -91,8 +101,10 @@ type disruptEnv struct {
 	svcIndex   int // the filler endpoint-change moves
 	agentSel   string
 	restartCmd string
-	cni        string
-	poll       time.Duration
+	// blackholeFor is how long each blackhole holds.
+	blackholeFor time.Duration
+	cni          string
+	poll         time.Duration
 }
 
 // apiAt runs one API request and says when its answer arrived.
@@ -170,6 +182,18 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 					return firing{}, APIError("delete", "networkpolicy "+name, err)
 				}
 				return firing{start: a, end: a, detail: "NetworkPolicy " + name + " deleted" + note}, nil
+			}}, nil
+	case Blackhole:
+		// The blackhole pod makes the change on its own schedule; the
+		// runner waits as long, and its marks are replaced by the
+		// pod's spans once the probes are read (Disrupt).
+		return &kubeEvent{kind: kind, noAgent: "a blackhole is a rule of the kernel's; no agent does work during it",
+			fire: func(ctx context.Context, _ int) (firing, error) {
+				a := time.Now()
+				if !disrupt.WaitUntil(ctx, a.Add(env.blackholeFor)) {
+					return firing{start: a}, ctx.Err()
+				}
+				return firing{start: a, end: time.Now()}, nil
 			}}, nil
 	case AgentRestart:
 		ev := &kubeEvent{kind: kind}

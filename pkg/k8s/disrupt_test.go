@@ -37,6 +37,11 @@ type fakeProbed struct {
 	agentUID int
 	// echoAt is when the echo pod was made: its CPU readings start there.
 	echoAt time.Time
+	// holes are the blackhole pod's spans, from its arguments: every
+	// request sent within one times out.
+	holes []disrupt.Span
+	// blackholePod is the blackhole pod as created.
+	blackholePod *corev1.Pod
 }
 
 // The fake's costs: the echo takes 5 % of a CPU, each probe 1 %; each
@@ -103,6 +108,22 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 			pod.Spec.NodeName = pinnedNode(pod)
 			pod.Status.Phase = corev1.PodSucceeded
 			return true, pod, fc.cs.Tracker().Add(pod)
+		case roleDisruptBlackhole:
+			// Each hold starts 2 ms after its planned instant.
+			args := pod.Spec.Containers[0].Args
+			t0ns, _ := strconv.ParseInt(argValues(args, "--t0")[0], 10, 64)
+			hold, _ := time.ParseDuration(argValues(args, "--hold")[0])
+			fp.mu.Lock()
+			fp.blackholePod = pod.DeepCopy()
+			for _, a := range strings.Split(argValues(args, "--at")[0], ",") {
+				at, _ := time.ParseDuration(a)
+				start := time.Unix(0, t0ns).Add(at + 2*time.Millisecond)
+				fp.holes = append(fp.holes, disrupt.Span{Start: start, End: start.Add(hold)})
+			}
+			fp.mu.Unlock()
+			pod.Spec.NodeName = pinnedNode(pod)
+			pod.Status.Phase = corev1.PodSucceeded
+			return true, pod, fc.cs.Tracker().Add(pod)
 		}
 		return false, nil, nil
 	})
@@ -153,6 +174,14 @@ func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 		}
 		return b.Bytes(), nil
 	}
+	if pod.Labels[LabelRole] == roleDisruptBlackhole {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		for k, h := range fp.holes {
+			disrupt.WriteSpan(&b, k, h)
+		}
+		return b.Bytes(), nil
+	}
 	spec, err := ParseDisruptProbes(argValues(args, "--probe")[0], time.Second)
 	if err != nil {
 		return nil, err
@@ -168,6 +197,11 @@ func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 		r := disrupt.Request{Sent: at, Latency: 100 * time.Microsecond, Outcome: disrupt.OK}
 		for _, c := range fp.changes {
 			if d := t0.Add(at).Sub(c.at); fp.hurts != nil && fp.hurts(c) && d >= 0 && d < fp.outage {
+				r = disrupt.Request{Sent: at, Outcome: disrupt.Timeout}
+			}
+		}
+		for _, h := range fp.holes {
+			if sent := t0.Add(at); !sent.Before(h.Start) && sent.Before(h.End) {
 				r = disrupt.Request{Sent: at, Outcome: disrupt.Timeout}
 			}
 		}
@@ -384,6 +418,10 @@ func TestDisruptCommandOptions(t *testing.T) {
 		"restart-cmd, no event":  func(c *DisruptCommand) { c.RestartCmd = "true" },
 		"services over the max":  func(c *DisruptCommand) { c.Services = MaxServices + 1 },
 		"settle shorter than 1s": func(c *DisruptCommand) { c.Settle = 0 },
+		"blackhole of half the spacing": func(c *DisruptCommand) {
+			c.Events, c.BlackholeFor = "blackhole", 2*time.Second
+		},
+		"blackhole of nothing": func(c *DisruptCommand) { c.Events, c.BlackholeFor = "blackhole", 0 },
 	} {
 		c := good
 		mod(&c)
@@ -395,6 +433,11 @@ func TestDisruptCommandOptions(t *testing.T) {
 	c.Events, c.Agent, c.RestartCmd = "agent-restart", "", "kill x"
 	if _, err := c.Options(); err != nil {
 		t.Errorf("agent-restart by command needs no --agent: %v", err)
+	}
+	c = good
+	c.Events, c.BlackholeFor = "blackhole", 200*time.Millisecond
+	if o, err := c.Options(); err != nil || o.BlackholeFor != 200*time.Millisecond {
+		t.Errorf("blackhole of 200ms: %+v, %v", o.BlackholeFor, err)
 	}
 }
 
@@ -409,5 +452,51 @@ func TestDisruptCommandDBFirst(t *testing.T) {
 	err := c.Run(context.Background(), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "results database") {
 		t.Errorf("err %v: want the results database named", err)
+	}
+}
+
+// TestDisruptBlackhole: a pod on the client's node (host network, root
+// with CAP_NET_ADMIN only) drops the probes' port at each planned instant;
+// the events are marked at its own spans, not the runner's waits, and a
+// known hold is found as that event's gap, with no agent CPU and why.
+func TestDisruptBlackhole(t *testing.T) {
+	fc := newFakeCluster(t, "a", "b")
+	fp := newFakeProbed(t, fc)
+	o := disruptTestOptions(Blackhole)
+	o.BlackholeFor = 100 * time.Millisecond
+	arm, err := runDisrupt(t, context.Background(), fc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.wantClean(t)
+	pod := fp.blackholePod
+	if pod == nil {
+		t.Fatal("no blackhole pod")
+	}
+	sc := pod.Spec.Containers[0].SecurityContext
+	if !pod.Spec.HostNetwork || pinnedNode(pod) != "a" || *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" ||
+		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("blackhole pod on %s, host network %v, security %+v", pinnedNode(pod), pod.Spec.HostNetwork, sc)
+	}
+	if len(fp.holes) != 2 {
+		t.Fatalf("%d holds, want one per repeat", len(fp.holes))
+	}
+	for _, tl := range arm.Timelines {
+		if len(tl.Events) != 2 {
+			t.Fatalf("%s: %d events, want 2", tl.Probe, len(tl.Events))
+		}
+		interval := 1000 / tl.RatePerSec
+		for i, e := range tl.Events {
+			// Marked at the pod's span (2 ms after the plan), 100 ms long.
+			if want := 150 + 300*float64(i) + 2; math.Abs(e.StartMs-want) > 0.5 || math.Abs(e.ChangeDurationMs-100) > 0.5 {
+				t.Errorf("%s event %d at %.1f ms for %.1f ms, want %.0f for 100 (the pod's span)", tl.Probe, i, e.StartMs, e.ChangeDurationMs, want)
+			}
+			if math.Abs(e.LongestGapMs-100) > interval+1 {
+				t.Errorf("%s event %d: gap %.1f ms, want 100", tl.Probe, i, e.LongestGapMs)
+			}
+			if e.AgentCPUMs != nil || !strings.Contains(e.AgentCPUReason, "no agent") {
+				t.Errorf("%s event %d: agent CPU %v (%s), want none and why", tl.Probe, i, e.AgentCPUMs, e.AgentCPUReason)
+			}
+		}
 	}
 }

@@ -45,3 +45,30 @@ func TestCPUWire(t *testing.T) {
 		t.Error("a malformed CPU line was read")
 	}
 }
+
+// TestSpanWire: a blackhole pod's spans come back in order; a gap in the
+// count or a span ending before its start is refused.
+func TestSpanWire(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	var b bytes.Buffer
+	b.WriteString("blackhole pod started\n")
+	for k := 0; k < 3; k++ {
+		s := Span{Start: t0.Add(time.Duration(k) * time.Second), End: t0.Add(time.Duration(k)*time.Second + 201*time.Millisecond)}
+		if err := WriteSpan(&b, k, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := DecodeSpans(b.Bytes())
+	if err != nil || len(got) != 3 || !got[2].Start.Equal(t0.Add(2*time.Second)) || got[1].End.Sub(got[1].Start) != 201*time.Millisecond {
+		t.Fatalf("spans %+v, %v", got, err)
+	}
+	for _, bad := range []string{
+		"cnb-disrupt-span 1 1800000000000000000 1800000000200000000\n", // k 1 first
+		"cnb-disrupt-span 0 1800000000200000000 1800000000000000000\n", // ends before it starts
+		"cnb-disrupt-span 0 1800000000000000000\n",                     // a field short
+	} {
+		if _, err := DecodeSpans([]byte(bad)); err == nil {
+			t.Errorf("%q was read", bad)
+		}
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"time"
 )
 
-// A probe or echo that runs in a pod reports its own CPU through its log
-// too, so the runner can say what the probing cost where it ran — the
+// Besides its requests (wire.go), a pod of `k8s disrupt` prints lines the
+// runner reads back: its CPU readings, and a blackhole pod's spans.
+//
+// A probe or echo that runs in a pod reports its own CPU through its log, so the runner can say what the probing cost where it ran — the
 // figure the lab takes from its own getrusage. A line is one reading:
 //
 //	cnb-disrupt-cpu <unix ns> <user+system ns>
@@ -106,3 +108,51 @@ func cpuAt(rs []CPUReading, t time.Time) (float64, bool) {
 }
 
 func clockOf(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// spanPrefix starts a line in which a blackhole pod reports one hold:
+//
+//	cnb-disrupt-span <k> <start unix ns> <end unix ns>
+//
+// k counting from 0, start when the kernel took the drop rule, end when
+// the rule was gone.
+const spanPrefix = "cnb-disrupt-span "
+
+// Span is one change a pod made, on its own clock.
+type Span struct {
+	Start, End time.Time
+}
+
+// WriteSpan writes the k-th span as the line DecodeSpans reads.
+func WriteSpan(w io.Writer, k int, s Span) error {
+	_, err := fmt.Fprintf(w, "%s%d %d %d\n", spanPrefix, k, s.Start.UnixNano(), s.End.UnixNano())
+	return err
+}
+
+// DecodeSpans reads a log's span lines; they must count 0, 1, 2, … and
+// each end after its start.
+func DecodeSpans(log []byte) ([]Span, error) {
+	var out []Span
+	for _, line := range strings.Split(string(log), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), spanPrefix)
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		var v [3]int64
+		if len(f) != 3 {
+			return nil, fmt.Errorf("span line %q: want 3 fields", rest)
+		}
+		for i := range v {
+			n, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("span line %q: %q is not an integer", rest, f[i])
+			}
+			v[i] = n
+		}
+		if v[0] != int64(len(out)) || v[2] < v[1] || v[1] <= 0 {
+			return nil, fmt.Errorf("span line %q: out of order or ending before it starts", rest)
+		}
+		out = append(out, Span{Start: time.Unix(0, v[1]), End: time.Unix(0, v[2])})
+	}
+	return out, nil
+}
