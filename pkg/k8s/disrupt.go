@@ -40,11 +40,10 @@ import (
 // real cluster the nodes and the runner's machine must be NTP-synced).
 
 const (
-	scenarioDisrupt      = "disrupt"
-	roleDisruptEcho      = "disrupt-echo"
-	roleDisruptProbe     = "disrupt-probe"
-	roleDisruptObject    = "disrupt-object"
-	roleDisruptBlackhole = "disrupt-blackhole"
+	scenarioDisrupt   = "disrupt"
+	roleDisruptEcho   = "disrupt-echo"
+	roleDisruptProbe  = "disrupt-probe"
+	roleDisruptObject = "disrupt-object"
 	// Target modes (--target).
 	DisruptTargetPod     = "pod"
 	DisruptTargetService = "service"
@@ -199,18 +198,12 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 			holes = append(holes, sl.at)
 		}
 	}
-	bhPod := ""
 	if len(holes) > 0 {
-		pod := disruptBlackholePod(po, client, t0, holes, o.BlackholeFor)
-		if _, err := r.Client.CoreV1().Pods(po.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return nil, APIError("create", "blackhole pod "+pod.Name, err)
+		if err := r.startBlackhole(ctx, po, env.serverPod.Name, t0, holes, o.BlackholeFor); err != nil {
+			return nil, err
 		}
-		bhPod = pod.Name
 	}
-	for _, name := range append(probes, bhPod) {
-		if name == "" {
-			continue
-		}
+	for _, name := range probes {
 		if _, err := r.waitPod(ctx, po.Namespace, name, max(time.Until(t0), time.Millisecond), podStarted); err != nil {
 			return nil, fmt.Errorf("probe pod %s not running by the probes' start, %s after it was created (raise --start-delay): %w", name, o.StartDelay, err)
 		}
@@ -236,8 +229,8 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 			return nil, err
 		}
 	}
-	if bhPod != "" {
-		if err := r.blackholeSpans(ctx, po.Namespace, bhPod, client, t0, marks, o.ReadyTimeout); err != nil {
+	if len(holes) > 0 {
+		if err := r.blackholeSpans(ctx, po.Namespace, env.serverPod.Name, t0, marks, o.ReadyTimeout); err != nil {
 			return nil, err
 		}
 	}
@@ -478,48 +471,76 @@ func disruptProbePod(po PodOptions, node string, p disrupt.ProbeSpec, target net
 	return pod
 }
 
-// disruptBlackholePod drops the probes' port on node at t0+each of at, for
-// hold each time: on the node's network (host network), as root with
-// CAP_NET_ADMIN only. It ends after the last; its table goes with it.
-func disruptBlackholePod(po PodOptions, node string, t0 time.Time, at []time.Duration, hold time.Duration) *corev1.Pod {
-	pod := po.basePod(runid.Name(po.RunID, "blackhole"), scenarioDisrupt, roleDisruptBlackhole, Placement{HostNetwork: true}, node)
-	c := &pod.Spec.Containers[0]
+// blackholeContainer names the ephemeral container that drops the probes'
+// port in the echo pod.
+const blackholeContainer = "blackhole"
+
+// startBlackhole adds to the echo pod an ephemeral container that drops
+// the probes' port in the pod's network namespace at t0+each of at, for
+// hold each time, and waits until it runs (by t0). In the echo's own
+// namespace every CNI's traffic meets netfilter: on the nodes, a CNI
+// whose programs redirect pod traffic (Cilium's, into and out of its
+// tunnel) passes no netfilter hook that sees the probes' port. It runs as
+// root with CAP_NET_ADMIN only, and ends after the last hold.
+func (r *Runner) startBlackhole(ctx context.Context, po PodOptions, echo string, t0 time.Time, at []time.Duration, hold time.Duration) error {
+	pods := r.Client.CoreV1().Pods(po.Namespace)
+	pod, err := pods.Get(ctx, echo, metav1.GetOptions{})
+	if err != nil {
+		return APIError("get", "echo pod "+echo, err)
+	}
 	var ats []string
 	for _, d := range at {
 		ats = append(ats, d.String())
 	}
-	c.Args = []string{"k8s", "disrupt-agent", "--blackhole", strconv.Itoa(disrupt.ProbePort), "--table", runid.Name(po.RunID, "blackhole"),
-		"--t0", strconv.FormatInt(t0.UnixNano(), 10), "--at", strings.Join(ats, ","), "--hold", hold.String()}
-	c.SecurityContext = engineSecurity()
-	c.SecurityContext.RunAsNonRoot = ptr(false)
-	c.SecurityContext.RunAsUser = ptr(int64(0))
-	c.SecurityContext.RunAsGroup = ptr(int64(0))
-	c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
-	pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	pod.Spec.ActiveDeadlineSeconds = ptr(int64((time.Until(t0) + at[len(at)-1] + hold + 2*time.Minute).Seconds()))
-	return pod
+	sc := engineSecurity()
+	sc.RunAsNonRoot, sc.RunAsUser, sc.RunAsGroup = ptr(false), ptr(int64(0)), ptr(int64(0))
+	sc.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: blackholeContainer, Image: po.Image, ImagePullPolicy: po.PullPolicy,
+			Args: []string{"k8s", "disrupt-agent", "--blackhole", strconv.Itoa(disrupt.ProbePort), "--table", runid.Name(po.RunID, "blackhole"),
+				"--t0", strconv.FormatInt(t0.UnixNano(), 10), "--at", strings.Join(ats, ","), "--hold", hold.String()},
+			SecurityContext: sc}})
+	if _, err := pods.UpdateEphemeralContainers(ctx, echo, pod, metav1.UpdateOptions{}); err != nil {
+		return APIError("add", "blackhole container to "+echo, err)
+	}
+	if _, err := r.waitPod(ctx, po.Namespace, echo, max(time.Until(t0), time.Millisecond), func(p *corev1.Pod) bool {
+		st := ephemeralState(p, blackholeContainer)
+		return st.Running != nil || st.Terminated != nil
+	}); err != nil {
+		return fmt.Errorf("blackhole container of %s not running by the probes' start: %w", echo, err)
+	}
+	return nil
 }
 
-// blackholeSpans waits for the blackhole pod's end and puts its spans —
-// when the kernel took each drop rule and when it was gone, on the
-// node's clock, the probes' — in place of the runner's marks of the
+// ephemeralState is the state of p's ephemeral container name.
+func ephemeralState(p *corev1.Pod, name string) corev1.ContainerState {
+	for _, st := range p.Status.EphemeralContainerStatuses {
+		if st.Name == name {
+			return st.State
+		}
+	}
+	return corev1.ContainerState{}
+}
+
+// blackholeSpans waits for the blackhole container's end and puts its
+// spans — when the kernel took each drop rule and when it was gone, on
+// the server node's clock — in place of the runner's marks of the
 // blackhole events, in order.
-func (r *Runner) blackholeSpans(ctx context.Context, ns, name, node string, t0 time.Time, marks []disrupt.Mark, wait time.Duration) error {
-	done, err := r.waitPod(ctx, ns, name, wait, podFinished)
+func (r *Runner) blackholeSpans(ctx context.Context, ns, echo string, t0 time.Time, marks []disrupt.Mark, wait time.Duration) error {
+	done, err := r.waitPod(ctx, ns, echo, wait, func(p *corev1.Pod) bool { return ephemeralState(p, blackholeContainer).Terminated != nil })
 	if err != nil {
-		return fmt.Errorf("blackhole pod %s: %w", name, err)
+		return fmt.Errorf("blackhole container of %s: %w", echo, err)
 	}
-	b, err := r.logs(ctx, ns, name, containerName)
+	b, err := r.logs(ctx, ns, echo, blackholeContainer)
 	if err != nil {
-		return APIError("read", "log of "+name, err)
+		return APIError("read", "log of the blackhole container of "+echo, err)
 	}
-	if done.Status.Phase != corev1.PodSucceeded {
-		return fmt.Errorf("blackhole pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
+	if code := ephemeralState(done, blackholeContainer).Terminated.ExitCode; code != 0 {
+		return fmt.Errorf("blackhole container of %s exited %d: %s", echo, code, lastLine(b))
 	}
 	spans, err := disrupt.DecodeSpans(b)
 	if err != nil {
-		return fmt.Errorf("blackhole pod %s: %w", name, err)
+		return fmt.Errorf("blackhole container of %s: %w", echo, err)
 	}
 	k := 0
 	for i := range marks {
@@ -527,15 +548,15 @@ func (r *Runner) blackholeSpans(ctx context.Context, ns, name, node string, t0 t
 			continue
 		}
 		if k == len(spans) {
-			return fmt.Errorf("blackhole pod %s reported %d holds, the run planned more", name, len(spans))
+			return fmt.Errorf("blackhole container of %s reported %d holds, the run planned more", echo, len(spans))
 		}
 		sp := spans[k]
 		marks[i].Start, marks[i].End = sp.Start.Sub(t0), sp.End.Sub(t0)
-		marks[i].Detail = fmt.Sprintf("port %d (TCP and UDP) dropped on %s for %.1f ms, the pod's own instants", disrupt.ProbePort, node, ms(sp.End.Sub(sp.Start)))
+		marks[i].Detail = fmt.Sprintf("port %d (TCP and UDP) dropped in the echo pod for %.1f ms, its own instants", disrupt.ProbePort, ms(sp.End.Sub(sp.Start)))
 		k++
 	}
 	if k != len(spans) {
-		return fmt.Errorf("blackhole pod %s reported %d holds, the run planned %d", name, len(spans), k)
+		return fmt.Errorf("blackhole container of %s reported %d holds, the run planned %d", echo, len(spans), k)
 	}
 	return nil
 }
@@ -543,7 +564,7 @@ func (r *Runner) blackholeSpans(ctx context.Context, ns, name, node string, t0 t
 // DisruptAgent is `cnibench k8s disrupt-agent`, what k8s disrupt's pods
 // run: with Echo, pkg/disrupt's echo on that port in the pod's own
 // network namespace until ctx ends; with Blackhole, that port dropped in
-// the pod's (the node's) network namespace from T0+each of At for Hold,
+// the pod's network namespace from T0+each of At for Hold,
 // each span printed as it ends; else one Probe ("KIND=RATE") from the
 // pod's namespace, its first request at T0 (Unix ns) and its last before
 // T0+Duration, its requests printed at the end (disrupt.EncodeRequests).

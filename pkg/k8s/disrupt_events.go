@@ -50,12 +50,12 @@ const (
 	// pod deleted and its replacement awaited until Ready, or the user's
 	// --restart-cmd run when the agent is no pod.
 	AgentRestart = "agent-restart"
-	// Blackhole drops the probes' port on the client's node for a known
-	// time (--blackhole, 200 ms by default): a pod there on the host
-	// network, with CAP_NET_ADMIN, holds an owned nftables table
+	// Blackhole drops the probes' port in the echo pod for a known time
+	// (--blackhole, 200 ms by default): an ephemeral container there,
+	// with CAP_NET_ADMIN, holds an owned nftables table
 	// (disrupt.PortBlackhole) at each planned instant — the check of the
 	// timeline's resolution on a cluster, as the lab's blackhole is in a
-	// lab. The pod stamps its spans on the node's clock.
+	// lab. The container stamps its spans on the node's clock.
 	Blackhole = "blackhole"
 )
 
@@ -184,9 +184,10 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 				return firing{start: a, end: a, detail: "NetworkPolicy " + name + " deleted" + note}, nil
 			}}, nil
 	case Blackhole:
-		// The blackhole pod makes the change on its own schedule; the
-		// runner waits as long, and its marks are replaced by the
-		// pod's spans once the probes are read (Disrupt).
+		// The blackhole container makes the change on its own
+		// schedule; the runner waits as long, and its marks are
+		// replaced by the container's spans once the probes are read
+		// (Disrupt).
 		return &kubeEvent{kind: kind, noAgent: "a blackhole is a rule of the kernel's; no agent does work during it",
 			fire: func(ctx context.Context, _ int) (firing, error) {
 				a := time.Now()

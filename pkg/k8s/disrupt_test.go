@@ -40,8 +40,8 @@ type fakeProbed struct {
 	// holes are the blackhole pod's spans, from its arguments: every
 	// request sent within one times out.
 	holes []disrupt.Span
-	// blackholePod is the blackhole pod as created.
-	blackholePod *corev1.Pod
+	// blackhole is the ephemeral blackhole container as added.
+	blackhole *corev1.EphemeralContainer
 }
 
 // The fake's costs: the echo takes 5 % of a CPU, each probe 1 %; each
@@ -108,23 +108,30 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 			pod.Spec.NodeName = pinnedNode(pod)
 			pod.Status.Phase = corev1.PodSucceeded
 			return true, pod, fc.cs.Tracker().Add(pod)
-		case roleDisruptBlackhole:
-			// Each hold starts 2 ms after its planned instant.
-			args := pod.Spec.Containers[0].Args
-			t0ns, _ := strconv.ParseInt(argValues(args, "--t0")[0], 10, 64)
-			hold, _ := time.ParseDuration(argValues(args, "--hold")[0])
-			fp.mu.Lock()
-			fp.blackholePod = pod.DeepCopy()
-			for _, a := range strings.Split(argValues(args, "--at")[0], ",") {
-				at, _ := time.ParseDuration(a)
-				start := time.Unix(0, t0ns).Add(at + 2*time.Millisecond)
-				fp.holes = append(fp.holes, disrupt.Span{Start: start, End: start.Add(hold)})
-			}
-			fp.mu.Unlock()
-			pod.Spec.NodeName = pinnedNode(pod)
-			pod.Status.Phase = corev1.PodSucceeded
-			return true, pod, fc.cs.Tracker().Add(pod)
 		}
+		return false, nil, nil
+	})
+	// The echo's kubelet runs an ephemeral blackhole container at once
+	// and it has ended when it is looked at; each hold starts 2 ms after
+	// its planned instant.
+	fc.cs.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "ephemeralcontainers" {
+			return false, nil, nil
+		}
+		pod := a.(k8stesting.UpdateAction).GetObject().(*corev1.Pod)
+		c := pod.Spec.EphemeralContainers[len(pod.Spec.EphemeralContainers)-1]
+		t0ns, _ := strconv.ParseInt(argValues(c.Args, "--t0")[0], 10, 64)
+		hold, _ := time.ParseDuration(argValues(c.Args, "--hold")[0])
+		fp.mu.Lock()
+		fp.blackhole = c.DeepCopy()
+		for _, at := range strings.Split(argValues(c.Args, "--at")[0], ",") {
+			d, _ := time.ParseDuration(at)
+			start := time.Unix(0, t0ns).Add(d + 2*time.Millisecond)
+			fp.holes = append(fp.holes, disrupt.Span{Start: start, End: start.Add(hold)})
+		}
+		fp.mu.Unlock()
+		pod.Status.EphemeralContainerStatuses = append(pod.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}})
 		return false, nil, nil
 	})
 	fc.logs = fp.log
@@ -163,9 +170,17 @@ func endpointOf(patch []byte) string {
 
 // log is what a probe pod prints: its requests, computed from the changes
 // noted, as EncodeRequests writes them.
-func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
+func (fp *fakeProbed) log(pod *corev1.Pod, container string) ([]byte, error) {
 	args := pod.Spec.Containers[0].Args
 	var b bytes.Buffer
+	if container == blackholeContainer {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		for k, h := range fp.holes {
+			disrupt.WriteSpan(&b, k, h)
+		}
+		return b.Bytes(), nil
+	}
 	if pod.Labels[LabelRole] == roleDisruptEcho {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
@@ -174,14 +189,7 @@ func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 		}
 		return b.Bytes(), nil
 	}
-	if pod.Labels[LabelRole] == roleDisruptBlackhole {
-		fp.mu.Lock()
-		defer fp.mu.Unlock()
-		for k, h := range fp.holes {
-			disrupt.WriteSpan(&b, k, h)
-		}
-		return b.Bytes(), nil
-	}
+
 	spec, err := ParseDisruptProbes(argValues(args, "--probe")[0], time.Second)
 	if err != nil {
 		return nil, err
@@ -455,10 +463,10 @@ func TestDisruptCommandDBFirst(t *testing.T) {
 	}
 }
 
-// TestDisruptBlackhole: a pod on the client's node (host network, root
-// with CAP_NET_ADMIN only) drops the probes' port at each planned instant;
-// the events are marked at its own spans, not the runner's waits, and a
-// known hold is found as that event's gap, with no agent CPU and why.
+// TestDisruptBlackhole: an ephemeral container in the echo pod (root with
+// CAP_NET_ADMIN only) drops the probes' port at each planned instant; the
+// events are marked at its own spans, not the runner's waits, and a known
+// hold is found as that event's gap, with no agent CPU and why.
 func TestDisruptBlackhole(t *testing.T) {
 	fc := newFakeCluster(t, "a", "b")
 	fp := newFakeProbed(t, fc)
@@ -469,14 +477,14 @@ func TestDisruptBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc.wantClean(t)
-	pod := fp.blackholePod
-	if pod == nil {
-		t.Fatal("no blackhole pod")
+	c := fp.blackhole
+	if c == nil {
+		t.Fatal("no blackhole container")
 	}
-	sc := pod.Spec.Containers[0].SecurityContext
-	if !pod.Spec.HostNetwork || pinnedNode(pod) != "a" || *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" ||
-		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("blackhole pod on %s, host network %v, security %+v", pinnedNode(pod), pod.Spec.HostNetwork, sc)
+	sc := c.SecurityContext
+	if *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" || len(sc.Capabilities.Drop) != 1 ||
+		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || c.Image != "cnibench:test" {
+		t.Errorf("blackhole container %s, security %+v", c.Image, sc)
 	}
 	if len(fp.holes) != 2 {
 		t.Fatalf("%d holds, want one per repeat", len(fp.holes))
