@@ -49,6 +49,7 @@ case $MODE in
   *) fail "MODE $MODE: want vxlan-kpr or native-kp" ;;
 esac
 out_dir k8s-disrupt-cilium
+export CNIBENCH_DB=${CNIBENCH_DB:-$OUT/results.db} # the runs, stored: not the user's own database
 trap '"$ADDON/teardown.sh" >"$OUT/teardown.log" 2>&1 || true' EXIT
 
 k8slab_logged "$OUT/build.log" build

@@ -41,6 +41,7 @@ find_k8slab
 need_bin
 need_tool jq curl
 out_dir k8s-disrupt
+export CNIBENCH_DB=${CNIBENCH_DB:-$OUT/results.db} # the runs, stored: not the user's own database
 trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 
 build=(build)

@@ -16,7 +16,7 @@ func newK8sDisruptCmd() *cobra.Command {
 			c.Experiment = k8sExperimentText(cmd)
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
-	addClusterFlags(cmd, &c.Cluster, true)
+	c.Cluster.AddFlags(cmd.Flags(), true)
 	f := cmd.Flags()
 	f.StringVar(&c.Probes, "probes", "udp-rr,tcp-crr", "probes, each KIND[=RATE/s]: udp-rr (default 1000/s), tcp-crr (200/s)")
 	f.DurationVar(&c.Timeout, "timeout", 500*time.Millisecond, "a request unanswered by then is lost")
