@@ -25,7 +25,8 @@ and stops at the knee — the first step where connections fail or fall behind
 — naming the cause from the datapath's counters (conntrack count against
 nf_conntrack_max, drop, early_drop, insert_failed; SYN retransmits; listen
 overflows) or the client. Labs are removed after each ramp, also on failure
-and Ctrl-C. See docs/pressure.md.`
+and Ctrl-C. Every measured run is stored in the results database (--db);
+` + "`cnibench pressure report RUN`" + ` prints it again. See docs/pressure.md.`
 
 // PressureCommand is `cnibench pressure`: the experiment's pressure block
 // ramped on its arms (pkg/pressure), printed as a table or JSON and stored
