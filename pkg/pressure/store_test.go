@@ -61,6 +61,18 @@ func fixture(kneeScale float64) *Document {
 		}}
 }
 
+// tempDB is a new results database in the test's directory.
+func tempDB(t *testing.T) (*store.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, path
+}
+
 // render is d in both formats `cnibench pressure` prints.
 func render(t *testing.T, d *Document) (text, js string) {
 	t.Helper()
@@ -77,12 +89,7 @@ func render(t *testing.T, d *Document) (text, js string) {
 // incomplete with its error, and each ramp that ran to its end is a sample
 // with its knee and peak.
 func TestStoreRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := store.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := tempDB(t)
 	d := fixture(1)
 	wantText, wantJSON := render(t, d)
 	run, err := Save(db, d, StoreOptions{Version: "test", Experiment: "name: conntrack-limits\n", Baseline: "conntrack-16k",
@@ -168,12 +175,7 @@ func TestMeasured(t *testing.T) {
 // one that is not there, and no database at all: one line each, saying
 // what to do, and reading makes no database.
 func TestStoredRefusals(t *testing.T) {
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := tempDB(t)
 	if _, err := db.CreateRun(&store.Run{Name: "lab-run", Kind: store.KindLab}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +191,7 @@ func TestStoredRefusals(t *testing.T) {
 	if _, _, err := Stored(db, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an unknown run: %v", err)
 	}
-	none := filepath.Join(dir, "none.db")
+	none := filepath.Join(filepath.Dir(path), "none.db")
 	if err := (&ReportCommand{Ref: "last", DB: none}).Run(&bytes.Buffer{}); !errors.Is(err, store.ErrNoDatabase) {
 		t.Errorf("no database: %v", err)
 	}
@@ -206,15 +208,12 @@ func TestStoredRefusals(t *testing.T) {
 // conntrack arm's knee is 25% lower in B, where higher is better — and history
 // reads them as one experiment's series.
 func TestStoredRunsCompareAndHistory(t *testing.T) {
-	db, err := store.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := tempDB(t)
 	var runs [2]*store.Run
 	for i, scale := range []float64{1, 0.75} {
 		d := fixture(scale)
 		d.Started = time.Date(2026, 11, 27, 8, i, 0, 0, time.UTC).Format(time.RFC3339)
+		var err error
 		if runs[i], err = Save(db, d, StoreOptions{Version: "test", Baseline: "conntrack-16k"}); err != nil {
 			t.Fatal(err)
 		}
