@@ -509,13 +509,24 @@ func (r *Result) MissingPaths() []string {
 // Decode parses a JSON result and checks its schema version.
 func Decode(b []byte) (*Result, error) {
 	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode result: %w", err)
-	}
-	if r.Schema != SchemaVersion {
-		return nil, fmt.Errorf("decode result: schema %q, this cnibench reads %q", r.Schema, SchemaVersion)
+	if err := decodeVersioned(b, &r, &r.Schema, "result", SchemaVersion); err != nil {
+		return nil, err
 	}
 	return &r, nil
+}
+
+// decodeVersioned unmarshals b into doc and refuses it unless the schema
+// field it fills (schema, a field of doc) names want: a document of another
+// version would decode into zeros where its fields moved. what names the
+// document in the errors.
+func decodeVersioned(b []byte, doc any, schema *string, what, want string) error {
+	if err := json.Unmarshal(b, doc); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	if *schema != want {
+		return fmt.Errorf("decode %s: schema %q, this cnibench reads %q", what, *schema, want)
+	}
+	return nil
 }
 
 // F returns a pointer to v, for filling optional fields.
@@ -561,11 +572,8 @@ type WindowProfile struct {
 // DecodeSet parses a Set and checks its schema versions.
 func DecodeSet(b []byte) (*Set, error) {
 	var s Set
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decode result set: %w", err)
-	}
-	if s.Schema != SetSchemaVersion {
-		return nil, fmt.Errorf("decode result set: schema %q, this cnibench reads %q", s.Schema, SetSchemaVersion)
+	if err := decodeVersioned(b, &s, &s.Schema, "result set", SetSchemaVersion); err != nil {
+		return nil, err
 	}
 	for i, r := range s.Results {
 		if r == nil || r.Schema != SchemaVersion {
