@@ -17,6 +17,7 @@ import (
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/lab"
 	"github.com/cnibench/cnibench/pkg/pathmtu"
+	"github.com/cnibench/cnibench/pkg/pressure"
 	"github.com/cnibench/cnibench/pkg/profile"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/stages"
@@ -106,7 +107,7 @@ var usageErrors = []error{
 	store.ErrNotFound, store.ErrNoDatabase, store.ErrNoSuchArm, store.ErrInvalid, stages.ErrNotProfiled, driver.ErrInvalid,
 	experiment.ErrInvalid, lab.ErrInvalid, client.ErrInvalid, image.ErrInvalid, report.ErrInvalid,
 	tune.ErrInvalid, verify.ErrInvalid, profile.ErrInvalid, engine.ErrInvalid, k8s.ErrInvalid, datapath.ErrInvalid, disrupt.ErrInvalid,
-	pathmtu.ErrInvalid,
+	pathmtu.ErrInvalid, pressure.ErrInvalid,
 }
 
 // usage marks the errors in usageErrors as usage errors, which exit 2;

@@ -8,7 +8,7 @@ import (
 )
 
 func newPressureCmd() *cobra.Command {
-	c := experiment.PressureCommand{}
+	c := experiment.PressureCommand{Version: Version}
 	cmd := command("pressure FILE|NAME", "Hold N flows and ramp the new-connection rate on each arm until the datapath breaks; name the cause from its counters", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) error {
 			c.Ref = args[0]
@@ -21,6 +21,14 @@ func newPressureCmd() *cobra.Command {
 	f.IntVar(&c.Repeats, "repeats", 0, "override pressure.repeats: ramps per arm and flows value, arms interleaved")
 	f.BoolVar(&c.JSON, "json", false, "print the cnibench.pressure/v1 JSON document")
 	f.StringVarP(&c.Output, "output", "o", "", "write the results to this file instead of standard output")
+	addDBFlag(cmd, &c.DB)
+	var rep pressure.ReportCommand
+	report := command("report RUN", "Print a stored pressure run (an id, a name or last) again, as the run printed it", exactArgs(1, "pressure report needs one stored run (got %d arguments), e.g. cnibench pressure report last"),
+		func(cmd *cobra.Command, args []string) error { rep.Ref = args[0]; return rep.Run(cmd.OutOrStdout()) })
+	report.Flags().BoolVar(&rep.JSON, "json", false, "print the cnibench.pressure/v1 JSON document")
+	report.Flags().StringVarP(&rep.Output, "output", "o", "", "write to this file instead of standard output")
+	addDBFlag(report, &rep.DB)
+	cmd.AddCommand(report)
 	return cmd
 }
 

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cnibench/cnibench/internal/testns"
+	"github.com/cnibench/cnibench/pkg/store"
 )
 
 func TestConntrackLimitsHasPressure(t *testing.T) {
@@ -53,5 +58,25 @@ func TestPressureCommandRefusals(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: want %q, got %v", *c, want, err)
 		}
+	}
+}
+
+// A --db that cannot hold results is refused, as an input error of one
+// line, before any lab is built (root only: the root check comes first).
+func TestPrivPressureRefusesBadDB(t *testing.T) {
+	testns.NeedRoot(t)
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notDB, []byte("not a database\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []string{dir, notDB, "postgres://u@h/db?sslmode=bogus"} {
+		err := PressureCommand{Ref: "conntrack-limits", DB: db}.Run(context.Background(), io.Discard, io.Discard)
+		if err == nil || !errors.Is(err, ErrInvalid) && !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "--db") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--db %s: %v", db, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("left in the directory: %v", ents)
 	}
 }

@@ -233,7 +233,8 @@ func TestPrivPressureKilledThenCleaned(t *testing.T) {
 	bin := testns.Binary(t)
 	dir := t.TempDir()
 	stateRoot := filepath.Join(dir, "state")
-	env := append(os.Environ(), "CNIBENCH_STATE_DIR="+stateRoot)
+	// The run stores into a database of its own, not the user's default.
+	env := append(os.Environ(), "CNIBENCH_STATE_DIR="+stateRoot, "CNIBENCH_DB="+filepath.Join(dir, "r.db"))
 	exp := filepath.Join(dir, "kill.yaml")
 	if err := os.WriteFile(exp, []byte(`name: kill
 tests: [tcp_crr]

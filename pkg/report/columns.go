@@ -103,9 +103,10 @@ func columnsFor(models []*Model) []Column {
 			if len(sizes) > 1 {
 				parts = append(parts, FormatSize(g.Size))
 			}
-			// A disruption event's five figures are all named: its
-			// test says which event, not which figure.
-			if shape == ShapeThroughput || mt.Name != primary(g.Test).Name || result.IsDisruptionTest(g.Test) {
+			// A disruption event's five figures and a ramp's two are
+			// all named: the test says which event or held flows, not
+			// which figure.
+			if shape == ShapeThroughput || mt.Name != primary(g.Test).Name || ownFigures(g.Test) != nil {
 				parts = append(parts, mt.Label)
 			}
 			col.Header = fmt.Sprintf("%s (%s)", strings.Join(parts, " "), col.Unit)
@@ -118,8 +119,19 @@ func columnsFor(models []*Model) []Column {
 func sortGroups(gs []group) {
 	sort.Slice(gs, func(i, j int) bool {
 		a, b := gs[i], gs[j]
+		if oa, ob := testOrder(a.Test), testOrder(b.Test); oa != ob {
+			return oa < ob
+		}
+		// Tests outside the engine's list (disruption events, pressure
+		// ramps) have one order: without a tie-break they would come out
+		// in map order, a different table each time.
+		fa, okA := result.PressureFlows(a.Test)
+		fb, okB := result.PressureFlows(b.Test)
+		if okA && okB && fa != fb {
+			return fa < fb
+		}
 		if a.Test != b.Test {
-			return testOrder(a.Test) < testOrder(b.Test)
+			return a.Test < b.Test
 		}
 		return a.Size < b.Size
 	})

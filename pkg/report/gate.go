@@ -4,8 +4,10 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,7 +100,7 @@ func ParseGate(s string) (Gate, error) {
 				return Gate{}, fmt.Errorf("--fail-on rule %q: unknown test %q (tests: %s)", part, sel, strings.Join(result.Tests, ", "))
 			}
 			if !isMetric(metrics, sub) {
-				return Gate{}, fmt.Errorf("--fail-on rule %q: unknown metric %q (metrics: %s)", part, sub, strings.Join(sortedKeys(metrics), ", "))
+				return Gate{}, fmt.Errorf("--fail-on rule %q: unknown metric %q (metrics: %s)", part, sub, strings.Join(slices.Sorted(maps.Keys(metrics)), ", "))
 			}
 			r.Test, r.Metric = sel, sub
 		case result.ValidTest(sel):
@@ -107,7 +109,7 @@ func ParseGate(s string) (Gate, error) {
 			r.Metric = sel
 		default:
 			return Gate{}, fmt.Errorf("--fail-on rule %q: %q is neither a test (%s) nor a metric (%s)", part, sel,
-				strings.Join(result.Tests, ", "), strings.Join(sortedKeys(metrics), ", "))
+				strings.Join(result.Tests, ", "), strings.Join(slices.Sorted(maps.Keys(metrics)), ", "))
 		}
 		pct, err := strconv.ParseFloat(m[4], 64)
 		if err != nil || pct > 1000 {

@@ -78,15 +78,32 @@ var (
 	mEventP99   = fromResult("p99_us", "p99 in the window", "disruption.p99_us", "disruption")
 	mAgentCPU   = fromResult("agent_cpu_ms", "agent CPU", "disruption.agent_cpu_ms", "disruption")
 	disruptions = []metric{mGap, mLost, mRecover, mEventP99, mAgentCPU}
+	// `pressure`: one ramp to its knee.
+	mKnee     = fromResult("knee_per_s", "knee (last good)", "pressure.knee_per_s", "pressure")
+	mPeak     = fromResult("peak_per_s", "peak", "pressure.peak_per_s", "pressure")
+	pressures = []metric{mKnee, mPeak}
 )
+
+// ownFigures are the figures of a test that is not a measurement of the
+// engine and shows all of them, each named: a disruption event's five, a
+// pressure ramp's two; nil for any other test.
+func ownFigures(test string) []metric {
+	if result.IsDisruptionTest(test) {
+		return disruptions
+	}
+	if _, ok := result.PressureFlows(test); ok {
+		return pressures
+	}
+	return nil
+}
 
 // primary is the metric the latency-shape table shows for a test.
 func primary(test string) metric {
 	if slices.Contains(result.ControlPlaneTests, test) {
 		return mControlPlane
 	}
-	if result.IsDisruptionTest(test) {
-		return mGap
+	if own := ownFigures(test); own != nil {
+		return own[0]
 	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
@@ -107,8 +124,8 @@ func allMetrics(test string) []metric {
 	if slices.Contains(result.ControlPlaneTests, test) {
 		return []metric{mControlPlane}
 	}
-	if result.IsDisruptionTest(test) {
-		return disruptions
+	if own := ownFigures(test); own != nil {
+		return own
 	}
 	switch test {
 	case result.TCPLat, result.UDPLat:
@@ -160,9 +177,10 @@ func tableMetricsFor(shape, test string, extra []string) []metric {
 		if test == result.UDPBW {
 			mts = append(mts, mLoss)
 		}
-	} else if result.IsDisruptionTest(test) {
-		// An event's five figures, as `disrupt run` compares them.
-		mts = append(mts, disruptions...)
+	} else if own := ownFigures(test); own != nil {
+		// An event's five figures, as `disrupt run` compares them; a
+		// ramp's knee and peak.
+		mts = append(mts, own...)
 	} else {
 		mts = append(mts, primary(test))
 	}

@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cnibench/cnibench/pkg/result"
@@ -124,7 +126,7 @@ func describe(f stats.Feature, unit string, low []bool, inLow bool) string {
 			}
 		}
 		best := ""
-		for _, c := range sortedCounts(count) {
+		for _, c := range slices.Sorted(maps.Keys(count)) {
 			if best == "" || count[c] > count[best] {
 				best = c
 			}
@@ -145,14 +147,6 @@ func describe(f stats.Feature, unit string, low []bool, inLow bool) string {
 		med += unit
 	}
 	return med + " (median)"
-}
-
-func sortedCounts(m map[string]int) []string {
-	s := make(map[string]string, len(m))
-	for k := range m {
-		s[k] = k
-	}
-	return sortedKeys(s)
 }
 
 // condition is one thing recorded with each sample that may tell two

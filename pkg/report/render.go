@@ -3,7 +3,9 @@ package report
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -172,7 +174,7 @@ func fingerprintLine(h result.Fingerprint) string {
 	}
 	if len(h.NICDrivers) > 0 {
 		var nics []string
-		for _, k := range sortedKeys(h.NICDrivers) {
+		for _, k := range slices.Sorted(maps.Keys(h.NICDrivers)) {
 			nics = append(nics, k+"="+h.NICDrivers[k])
 		}
 		parts = append(parts, "NICs "+strings.Join(nics, " "))
@@ -182,15 +184,6 @@ func fingerprintLine(h result.Fingerprint) string {
 	}
 	parts = append(parts, "cnibench "+orUnknown(h.Cnibench))
 	return strings.Join(parts, " · ")
-}
-
-func sortedKeys(m map[string]string) []string {
-	k := make([]string, 0, len(m))
-	for x := range m {
-		k = append(k, x)
-	}
-	sort.Strings(k)
-	return k
 }
 
 // runLine is the one-line identity of a run.
@@ -225,7 +218,7 @@ func armLines(m *Model, withConditions bool) []string {
 		s := fmt.Sprintf("%s: topology %s, engine %s", a.Name, orUnknown(a.Topology), orUnknown(a.Engine))
 		if len(a.Knobs) > 0 {
 			var kv []string
-			for _, k := range sortedKeys(a.Knobs) {
+			for _, k := range slices.Sorted(maps.Keys(a.Knobs)) {
 				kv = append(kv, k+"="+a.Knobs[k])
 			}
 			s += ", knobs " + strings.Join(kv, " ")

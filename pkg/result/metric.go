@@ -40,6 +40,9 @@ var Metrics = byName(
 	Metric{Name: "recover_ms", Unit: "ms", Get: get(disruption, func(d *Disruption) *float64 { return d.RecoverMs }, 1)},
 	Metric{Name: "p99_us", Unit: "us", Get: get(disruption, func(d *Disruption) *float64 { return d.P99Us }, 1)},
 	Metric{Name: "agent_cpu_ms", Unit: "ms", Get: get(disruption, func(d *Disruption) *float64 { return d.AgentCPUMs }, 1)},
+	// A pressure ramp's figures (pkg/pressure).
+	Metric{Name: "knee_per_s", Unit: "conn/s", HigherIsBetter: true, Get: get(pressure, func(p *Pressure) *float64 { return p.KneePerS }, 1)},
+	Metric{Name: "peak_per_s", Unit: "conn/s", HigherIsBetter: true, Get: get(pressure, func(p *Pressure) *float64 { return &p.PeakPerS }, 1)},
 	Metric{Name: "pmd_busy_pct", Unit: "%", Get: get(datapathCPU, func(d *DatapathCPU) *float64 { return d.PMDBusyPct }, 1)},
 )
 
@@ -76,6 +79,7 @@ func transactions(r *Result) *Transactions { return r.Transactions }
 func udp(r *Result) *UDP                   { return r.UDP }
 func controlPlane(r *Result) *ControlPlane { return r.ControlPlane }
 func disruption(r *Result) *Disruption     { return r.Disruption }
+func pressure(r *Result) *Pressure         { return r.Pressure }
 
 func clientCPU(r *Result) *CPUSide {
 	if r.CPU == nil {

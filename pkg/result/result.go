@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,6 +59,22 @@ func DisruptionTest(probe, event string) string { return disruptionPrefix + prob
 // IsDisruptionTest reports whether test names a DisruptionTest.
 func IsDisruptionTest(test string) bool { return strings.HasPrefix(test, disruptionPrefix) }
 
+// A pressure run's ramps (`cnibench pressure`, see Pressure) are stored as
+// one result per ramp, under the test pressure/<held flows>: ramps with
+// different held flows have different knees, so they are different cells.
+const pressurePrefix = "pressure/"
+
+// PressureTest is the test name of the ramps that held flows flows, e.g.
+// pressure/12000.
+func PressureTest(flows int) string { return pressurePrefix + strconv.Itoa(flows) }
+
+// PressureFlows is the held flows a PressureTest names; false for any
+// other test.
+func PressureFlows(test string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(test, pressurePrefix))
+	return n, err == nil && strings.HasPrefix(test, pressurePrefix)
+}
+
 // ValidTest reports whether name is a known test.
 func ValidTest(name string) bool {
 	for _, t := range Tests {
@@ -93,6 +110,9 @@ type Result struct {
 	// Disruption is one event of a disruption run as one probe saw it
 	// (DisruptionTest); nil otherwise.
 	Disruption *Disruption `json:"disruption,omitempty"`
+	// Pressure is one ramp of a pressure run (PressureTest); nil
+	// otherwise.
+	Pressure *Pressure `json:"pressure,omitempty"`
 	// Streams holds each stream or connection of a --parallel run; the
 	// top-level figures are their sum (rates) or merge (latency).
 	Streams []Stream `json:"streams,omitempty"`
@@ -364,6 +384,26 @@ type Disruption struct {
 	AgentCPUMs *float64 `json:"agent_cpu_ms"`
 }
 
+// Pressure is one ramp of `cnibench pressure` (pkg/pressure measures it;
+// its document has every step): new connections offered at rising rates
+// beside Flows held flows until the knee. A figure that could not be
+// measured is null with a reason in Result.Missing under pressure.<field>.
+type Pressure struct {
+	Flows int `json:"flows"`
+	// KneePerS is the achieved rate of the last step that held before the
+	// knee: the most new connections per second the datapath carried.
+	// Null when every step held (no knee: the ramp's top is only a lower
+	// bound) or the first step already failed.
+	KneePerS *float64 `json:"knee_per_s"`
+	// FailedOfferedPerS and Cause are the knee's failing step and why it
+	// failed; absent with KneePerS's reason when there was no knee.
+	FailedOfferedPerS *float64 `json:"failed_offered_per_s,omitempty"`
+	Cause             string   `json:"cause,omitempty"`
+	// PeakPerS is the highest achieved rate of any step of the ramp, the
+	// knee's included.
+	PeakPerS float64 `json:"peak_per_s"`
+}
+
 // ControlPlaneNode is one node's part of a ControlPlane trial.
 type ControlPlaneNode struct {
 	Node string `json:"node"`
@@ -469,13 +509,24 @@ func (r *Result) MissingPaths() []string {
 // Decode parses a JSON result and checks its schema version.
 func Decode(b []byte) (*Result, error) {
 	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode result: %w", err)
-	}
-	if r.Schema != SchemaVersion {
-		return nil, fmt.Errorf("decode result: schema %q, this cnibench reads %q", r.Schema, SchemaVersion)
+	if err := decodeVersioned(b, &r, &r.Schema, "result", SchemaVersion); err != nil {
+		return nil, err
 	}
 	return &r, nil
+}
+
+// decodeVersioned unmarshals b into doc and refuses it unless the schema
+// field it fills (schema, a field of doc) names want: a document of another
+// version would decode into zeros where its fields moved. what names the
+// document in the errors.
+func decodeVersioned(b []byte, doc any, schema *string, what, want string) error {
+	if err := json.Unmarshal(b, doc); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	if *schema != want {
+		return fmt.Errorf("decode %s: schema %q, this cnibench reads %q", what, *schema, want)
+	}
+	return nil
 }
 
 // F returns a pointer to v, for filling optional fields.
@@ -521,11 +572,8 @@ type WindowProfile struct {
 // DecodeSet parses a Set and checks its schema versions.
 func DecodeSet(b []byte) (*Set, error) {
 	var s Set
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decode result set: %w", err)
-	}
-	if s.Schema != SetSchemaVersion {
-		return nil, fmt.Errorf("decode result set: schema %q, this cnibench reads %q", s.Schema, SetSchemaVersion)
+	if err := decodeVersioned(b, &s, &s.Schema, "result set", SetSchemaVersion); err != nil {
+		return nil, err
 	}
 	for i, r := range s.Results {
 		if r == nil || r.Schema != SchemaVersion {

@@ -39,6 +39,37 @@ func TestDecodeRejectsOtherSchema(t *testing.T) {
 	}
 }
 
+// The decoders' errors name the document and both schemas; users see them
+// as is, so their text is pinned here.
+func TestDecodeErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"result, not JSON", func() error { _, err := Decode([]byte(`{`)); return err },
+			"decode result: unexpected end of JSON input"},
+		{"result, other schema", func() error { _, err := Decode([]byte(`{"schema":"cnibench.result/v0"}`)); return err },
+			`decode result: schema "cnibench.result/v0", this cnibench reads "cnibench.result/v1"`},
+		{"set, not JSON", func() error { _, err := DecodeSet([]byte(`[]`)); return err },
+			"decode result set: json: cannot unmarshal array into Go value of type result.Set"},
+		{"set, other schema", func() error { _, err := DecodeSet([]byte(`{"schema":"cnibench.results/v0"}`)); return err },
+			`decode result set: schema "cnibench.results/v0", this cnibench reads "cnibench.results/v1"`},
+		{"set, result of other schema", func() error {
+			_, err := DecodeSet([]byte(`{"schema":"cnibench.results/v1","results":[{"schema":"cnibench.result/v1"},{"schema":"x"}]}`))
+			return err
+		}, `decode result set: result 1: schema is not "cnibench.result/v1"`},
+	} {
+		err := c.err()
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+	if _, err := DecodeSet([]byte(`{"schema":"cnibench.results/v1","results":[{"schema":"cnibench.result/v1"}]}`)); err != nil {
+		t.Errorf("a valid set: %v", err)
+	}
+}
+
 func TestPrimaryMetricUnits(t *testing.T) {
 	r := New(Tool{Name: "x"}, TCPLat, 1)
 	r.Latency = &Latency{OneWayNs: Dist{Count: 1, Mean: F(9500)}}
