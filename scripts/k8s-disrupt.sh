@@ -7,8 +7,10 @@
 #
 #   for MODE in MODES:
 #     k8slab down; KUBE_PROXY_MODE=MODE CNI=$CNI k8slab up; import the image
+#     cnibench k8s disrupt --services N --events blackhole --repeats 10 (first mode; 200 ms each)
 #     cnibench k8s disrupt --services N --events endpoint-change,service-churn --repeats R
 #     cnibench k8s disrupt --services N --events agent-restart --restart-cmd '<kill; k8slab up; healthz>'
+#   -> every blackhole's gap is 200 ms within one bucket, in both probes
 #   -> each run's detected kube-proxy mode is checked, its changes undone
 #      (restored) and no object of it left; the second mode's runs are
 #      compared with the first's (--against): the verdicts per event kind
@@ -22,6 +24,7 @@
 #
 # Needs root. Leaves the cluster down (not purged). Environment:
 #   MODES="iptables nftables" N=1000 REPEATS=5 CNI=flannel-vxlan RESTART=1 (0: no restart runs)
+#   BLACKHOLE=1 (0: no blackhole run)
 #   OUT=DIR       keeps the results (JSON, HTML, text) and logs (default: a temp dir, printed)
 #   CNB_LOCK=F    hold `flock -x F` around each run (a shared machine's CPU lock)
 . "$(dirname "$0")/lib.sh"
@@ -31,12 +34,14 @@ N=${N:-1000}
 REPEATS=${REPEATS:-5}
 CNI=${CNI:-flannel-vxlan}
 RESTART=${RESTART:-1}
+BLACKHOLE=${BLACKHOLE:-1}
 
 need_root k8slab
 find_k8slab
 need_bin
 need_tool jq curl
 out_dir k8s-disrupt
+export CNIBENCH_DB=${CNIBENCH_DB:-$OUT/results.db} # the runs, stored: not the user's own database
 trap '"$K8SLAB" down >"$OUT/down.log" 2>&1 || true' EXIT
 
 build=(build)
@@ -87,6 +92,11 @@ for MODE in $MODES; do
   cluster_up "$OUT" "$MODE" "$OUT/cnibench-image.tar" KUBE_PROXY_MODE="$MODE" CNI="$CNI"
   common=(--image "$REF" --image-pull-policy Never --services "$N" --target service)
 
+  if [ "$BLACKHOLE" = 1 ] && [ -z "$prev_churn" ]; then
+    step "$MODE: blackhole × 10, 200 ms each (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    run_checked "blackhole-$MODE" "$MODE" "${common[@]}" --events blackhole --blackhole 200ms --repeats 10 --spacing 2s
+    check_blackhole "$OUT/blackhole-$MODE.json" 200
+  fi
   step "$MODE: endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   run_checked "churn-$MODE" "$MODE" "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
     ${prev_churn:+--against "$prev_churn"}

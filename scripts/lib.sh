@@ -119,3 +119,15 @@ cnb_purge() {
   rm -rf "$CNB_PURGE_DIR"
   exit $rc
 }
+
+# check_blackhole JSON HOLD_MS: every blackhole event of the last arm of a
+# `k8s disrupt` result shows a longest gap of HOLD_MS within one bucket, in
+# every probe (the timeline's resolution, checked on a cluster); prints
+# the gaps.
+check_blackhole() {
+  local json=$1 hold=$2
+  jq -r '.arms[-1].timelines[] | .probe + ": gaps " + ([.events[] | select(.kind == "blackhole") | .longest_gap_ms | tostring] | join(" ")) + " ms (bucket " + (.bucket_ms | tostring) + " ms)"' "$json"
+  jq -e --argjson h "$hold" '[.arms[-1].timelines[] | .bucket_ms as $b | .events[] | select(.kind == "blackhole") |
+    (.longest_gap_ms - $h) | fabs <= $b] | length > 0 and all' "$json" >/dev/null ||
+    fail "$json: a blackhole of $hold ms not within one bucket of its gap"
+}

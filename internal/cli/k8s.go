@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cnibench/cnibench/pkg/driver"
-	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/k8s"
 	"github.com/cnibench/cnibench/pkg/store"
 )
@@ -22,19 +20,6 @@ func newK8sCmd() *cobra.Command {
 		newK8sLatencyCmd(), newK8sLatencyAgentCmd(), newK8sDisruptCmd(), newK8sDisruptAgentCmd())
 }
 
-// addClusterFlags adds the flags every k8s subcommand shares: the cluster,
-// and for the commands that start pods, the namespace and image.
-func addClusterFlags(cmd *cobra.Command, f *k8s.ClusterFlags, withImage bool) {
-	cmd.Flags().StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	cmd.Flags().StringVar(&f.Context, "context", "", "kubeconfig context (default: the current context)")
-	if !withImage {
-		return
-	}
-	cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", k8s.DefaultNamespace, "namespace for the run's objects (created and deleted when missing)")
-	cmd.Flags().StringVar(&f.Image, "image", "", "cnibench image (default: "+image.DefaultRepository+":<version>-<sha> of this binary, as `cnibench image build` names it)")
-	cmd.Flags().StringVar(&f.PullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never (Never for clusters without a registry, e.g. k8slab)")
-}
-
 func newK8sRunCmd() *cobra.Command {
 	c := k8s.RunCommand{Version: Version}
 	cmd := command("run", "Measure pod-to-pod (same node, cross node), host network and Service paths", cobra.NoArgs,
@@ -43,7 +28,7 @@ func newK8sRunCmd() *cobra.Command {
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = k8s.RunHelp
-	addClusterFlags(cmd, &c.Cluster, true)
+	c.Cluster.AddFlags(cmd.Flags(), true)
 	f := cmd.Flags()
 	f.StringVar(&c.Scenarios, "scenarios", "default", "comma list of scenarios ("+strings.Join(k8s.AllScenarios, ", ")+"); default = "+strings.Join(k8s.Scenarios, ",")+"; or all")
 	f.StringVar(&c.ClientNode, "client-node", "", "node for client pods (default: first usable node)")
@@ -81,7 +66,7 @@ func newK8sAuditCmd() *cobra.Command {
 		},
 		func(audits []k8s.NodeAudit, w io.Writer) error { return k8s.WriteAuditTable(w, audits) })
 	cmd.Long = k8s.AuditHelp
-	addClusterFlags(cmd, &a.Cluster, true)
+	a.Cluster.AddFlags(cmd.Flags(), true)
 	cmd.Flags().StringVar(&a.Profile, "profile", "latency", "tuning profile to judge against: latency or throughput")
 	cmd.Flags().DurationVar(&a.Timeout, "timeout", 2*time.Minute, "how long the nodes may take")
 	cmd.Flags().BoolVar(&a.Keep, "keep", false, "leave the DaemonSet for debugging")
@@ -96,7 +81,7 @@ func newK8sCleanCmd() *cobra.Command {
 			return cf.CleanCluster(cmd.Context(), timeout, cmd.OutOrStdout())
 		})
 	cmd.Long = k8s.CleanHelp
-	addClusterFlags(cmd, &cf, false)
+	cf.AddFlags(cmd.Flags(), false)
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for namespaces to terminate (0: do not wait)")
 	return cmd
 }
@@ -108,7 +93,7 @@ func newK8sInfoCmd() *cobra.Command {
 			return c.Run(cmd.Context(), cmd.ErrOrStderr())
 		}, (*k8s.Cluster).WriteNodes)
 	cmd.Long = k8s.InfoHelp
-	addClusterFlags(cmd, &c.Cluster, true)
+	c.Cluster.AddFlags(cmd.Flags(), true)
 	cmd.Flags().BoolVar(&c.Probe, "probe", false, "ask every Ready node with a probe pod (deleted afterwards)")
 	cmd.Flags().BoolVar(&c.InspectDatapath, "inspect-datapath", false, "probe as root with CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_NET_ADMIN: the CNI agent's own answers and the attached BPF programs (implies --probe)")
 	cmd.Flags().DurationVar(&c.Timeout, "timeout", time.Minute, "how long a probe pod may take")

@@ -19,7 +19,7 @@ func newK8sLatencyCmd() *cobra.Command {
 			return c.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		})
 	cmd.Long = k8s.LatencyHelp
-	addClusterFlags(cmd, &c.Cluster, true)
+	c.Cluster.AddFlags(cmd.Flags(), true)
 	f := cmd.Flags()
 	f.IntVar(&c.Trials, "trials", 20, "trials per kind")
 	f.IntVar(&c.Services, "services", 0, "filler Services the cluster holds meanwhile (as k8s run --services)")

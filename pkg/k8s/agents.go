@@ -500,6 +500,17 @@ func (m *agentMeters) fold(ctx context.Context, r *Runner, ns string, s *Sample)
 			since = &metav1.Time{Time: t}
 		}
 	}
+	logs, skip := m.read(ctx, r, ns, nodes, since, lastEnd)
+	for _, res := range s.Results {
+		FoldAgentCPU(res, nodes, logs, skip)
+	}
+}
+
+// read reads the meters of nodes from since and parses their samples:
+// node -> samples, or node -> why none. A meter whose last sample is
+// before lastEnd (Unix ns) may not have printed it yet; it is read again
+// once, two samples later.
+func (m *agentMeters) read(ctx context.Context, r *Runner, ns string, nodes []string, since *metav1.Time, lastEnd int64) (map[string][]AgentSample, map[string]string) {
 	logs := map[string][]AgentSample{}
 	skip := map[string]string{}
 	for _, n := range nodes {
@@ -520,12 +531,10 @@ func (m *agentMeters) fold(ctx context.Context, r *Runner, ns string, s *Sample)
 			}
 			select {
 			case <-ctx.Done():
-				return
+				return logs, skip
 			case <-time.After(2 * AgentInterval):
 			}
 		}
 	}
-	for _, res := range s.Results {
-		FoldAgentCPU(res, nodes, logs, skip)
-	}
+	return logs, skip
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cnibench/cnibench/pkg/image"
 	"github.com/cnibench/cnibench/pkg/report"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -33,6 +35,19 @@ node (or in a registry the nodes can pull from: pass --image).`
 type ClusterFlags struct {
 	Kubeconfig, Context          string
 	Namespace, Image, PullPolicy string
+}
+
+// AddFlags defines the flags on fs: the cluster, and withImage (the
+// commands that start pods) the namespace and image too.
+func (f *ClusterFlags) AddFlags(fs *pflag.FlagSet, withImage bool) {
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&f.Context, "context", "", "kubeconfig context (default: the current context)")
+	if !withImage {
+		return
+	}
+	fs.StringVarP(&f.Namespace, "namespace", "n", DefaultNamespace, "namespace for the run's objects (created and deleted when missing)")
+	fs.StringVar(&f.Image, "image", "", "cnibench image (default: "+image.DefaultRepository+":<version>-<sha> of this binary, as `cnibench image build` names it)")
+	fs.StringVar(&f.PullPolicy, "image-pull-policy", string(corev1.PullIfNotPresent), "Always, IfNotPresent or Never (Never for clusters without a registry, e.g. k8slab)")
 }
 
 // Connect reaches the cluster the flags name.

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,9 @@ type DisruptOptions struct {
 	// AgentSelector labels the agent's pods agent-restart deletes;
 	// RestartCmd, if set, restarts it instead (an agent run outside pods).
 	AgentSelector, RestartCmd string
-	ClientNode, ServerNode    string
+	// BlackholeFor is how long each blackhole event holds.
+	BlackholeFor           time.Duration
+	ClientNode, ServerNode string
 	// Arm names the run's arm; "" names it after the cluster.
 	Arm          string
 	ReadyTimeout time.Duration
@@ -111,7 +114,7 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	}
 	po := PodOptions{RunID: r.RunID, Namespace: o.Namespace, Image: o.Image, PullPolicy: o.PullPolicy, Port: disrupt.ProbePort}
 	env := &disruptEnv{r: r, po: po, server: server, fillers: o.Services, svcIndex: (o.Services - 1) / 2,
-		agentSel: o.AgentSelector, restartCmd: o.RestartCmd, poll: 100 * time.Millisecond}
+		agentSel: o.AgentSelector, restartCmd: o.RestartCmd, blackholeFor: o.BlackholeFor, poll: 100 * time.Millisecond}
 	if r.Poll > 0 {
 		env.poll = r.Poll
 	}
@@ -129,7 +132,9 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	if createdNS, err = r.ensureNamespace(ctx, o.Namespace, r.RunID, o.ReadyTimeout); err != nil {
 		return nil, err
 	}
-	cl.ApplyProbes(r.probeNodes(ctx, po, uniq(client, server), o.ReadyTimeout, false), nodes)
+	metered := uniq(client, server)
+	nodeProbes := r.probeNodes(ctx, po, metered, o.ReadyTimeout, false)
+	cl.ApplyProbes(nodeProbes, nodes)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted while probing the nodes: %w", err)
 	}
@@ -171,6 +176,13 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	}
 
 	dur := o.planned()
+	// The agent meters run from before the probes start until after
+	// they end; a node whose meter cannot start is recorded with why.
+	meters := r.startMeters(ctx, po, metered, nodeProbes, o.ReadyTimeout,
+		int64((o.StartDelay + dur + 2*o.ReadyTimeout + time.Minute).Seconds()), o.Log)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted while starting the agent meters: %w", err)
+	}
 	t0 := time.Now().Add(o.StartDelay)
 	var probes []string
 	for _, p := range o.Probes {
@@ -179,6 +191,17 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 			return nil, APIError("create", "probe pod "+pod.Name, err)
 		}
 		probes = append(probes, pod.Name)
+	}
+	var holes []time.Duration
+	for _, sl := range slots {
+		if sl.ev.kind == Blackhole {
+			holes = append(holes, sl.at)
+		}
+	}
+	if len(holes) > 0 {
+		if err := r.startBlackhole(ctx, po, env.serverPod.Name, t0, holes, o.BlackholeFor); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range probes {
 		if _, err := r.waitPod(ctx, po.Namespace, name, max(time.Until(t0), time.Millisecond), podStarted); err != nil {
@@ -191,7 +214,7 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 	defer ct.cancel()
 	marks, fireErr := fireSlots(ctx, slots, t0, o.Spacing, dur)
 	res := &disrupt.ArmResult{Name: arm, Topology: "k8s", Target: target.String(), LabID: r.RunID,
-		Knobs: disruptKnobs(cl, o), ProbeCPUReason: "the probes run in pods; their CPU is not metered"}
+		Knobs: disruptKnobs(cl, o)}
 	if fireErr != nil {
 		return nil, fireErr
 	}
@@ -199,13 +222,22 @@ func (r *Runner) Disrupt(ctx context.Context, cl *Cluster, nodes []corev1.Node, 
 		return nil, fmt.Errorf("after the events: %w", err)
 	}
 	res.Restored = true
+	reqs := make([][]disrupt.Request, len(probes))
+	logs := make([][]byte, len(probes))
 	for i, name := range probes {
-		reqs, err := r.probeRequests(ctx, po.Namespace, name, time.Until(t0.Add(dur))+o.Probes[i].Timeout+o.ReadyTimeout)
-		if err != nil {
+		if reqs[i], logs[i], err = r.probeRequests(ctx, po.Namespace, name, time.Until(t0.Add(dur))+o.Probes[i].Timeout+o.ReadyTimeout); err != nil {
 			return nil, err
 		}
-		p := o.Probes[i]
-		res.Timelines = append(res.Timelines, disrupt.Build(string(p.Kind), p.Rate, p.Timeout, o.Bucket, dur, reqs, marks))
+	}
+	if len(holes) > 0 {
+		if err := r.blackholeSpans(ctx, po.Namespace, env.serverPod.Name, t0, marks, o.ReadyTimeout); err != nil {
+			return nil, err
+		}
+	}
+	res.ProbeCPUPct, res.ProbeCPUReason = r.probeCPU(ctx, po.Namespace, env.serverPod.Name, logs, t0, t0.Add(dur))
+	r.eventAgentCPU(ctx, meters, po.Namespace, metered, t0, dur, marks)
+	for i, p := range o.Probes {
+		res.Timelines = append(res.Timelines, disrupt.Build(string(p.Kind), p.Rate, p.Timeout, o.Bucket, dur, reqs[i], marks))
 	}
 	ct.stop(res)
 	return res, nil
@@ -224,7 +256,7 @@ func fireSlots(ctx context.Context, slots []disruptSlot, t0 time.Time, spacing, 
 		}
 	}()
 	mark := func(ev *kubeEvent, label string, f firing) {
-		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), AgentCPUReason: ev.agentCPU, Detail: f.detail}
+		m := disrupt.Mark{Kind: ev.kind, Label: label, Start: f.start.Sub(t0), End: f.end.Sub(t0), Detail: f.detail, AgentCPUReason: ev.noAgent}
 		if f.end.IsZero() {
 			m.End = m.Start
 		}
@@ -304,24 +336,24 @@ func (r *Runner) disruptTarget(ctx context.Context, o DisruptOptions, po PodOpti
 }
 
 // probeRequests waits (up to wait) until a probe pod has ended and reads
-// its requests from its log.
-func (r *Runner) probeRequests(ctx context.Context, ns, name string, wait time.Duration) ([]disrupt.Request, error) {
+// its requests from its log; the log is returned too, for its CPU lines.
+func (r *Runner) probeRequests(ctx context.Context, ns, name string, wait time.Duration) ([]disrupt.Request, []byte, error) {
 	done, err := r.waitPod(ctx, ns, name, wait, podFinished)
 	if err != nil {
-		return nil, fmt.Errorf("probe pod %s: %w", name, err)
+		return nil, nil, fmt.Errorf("probe pod %s: %w", name, err)
 	}
 	b, err := r.logs(ctx, ns, name, containerName)
 	if err != nil {
-		return nil, APIError("read", "log of "+name, err)
+		return nil, nil, APIError("read", "log of "+name, err)
 	}
 	if done.Status.Phase != corev1.PodSucceeded {
-		return nil, fmt.Errorf("probe pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
+		return nil, nil, fmt.Errorf("probe pod %s: %s; log: %s", name, oneLine(Explain(done, nil)), lastLine(b))
 	}
 	_, reqs, err := disrupt.DecodeRequests(b)
 	if err != nil {
-		return nil, fmt.Errorf("probe pod %s: %w", name, err)
+		return nil, nil, fmt.Errorf("probe pod %s: %w", name, err)
 	}
-	return reqs, nil
+	return reqs, b, nil
 }
 
 // disruptNodes picks the client's and the server's node: the flags', else
@@ -439,9 +471,101 @@ func disruptProbePod(po PodOptions, node string, p disrupt.ProbeSpec, target net
 	return pod
 }
 
+// blackholeContainer names the ephemeral container that drops the probes'
+// port in the echo pod.
+const blackholeContainer = "blackhole"
+
+// startBlackhole adds to the echo pod an ephemeral container that drops
+// the probes' port in the pod's network namespace at t0+each of at, for
+// hold each time, and waits until it runs (by t0). In the echo's own
+// namespace every CNI's traffic meets netfilter: on the nodes, a CNI
+// whose programs redirect pod traffic (Cilium's, into and out of its
+// tunnel) passes no netfilter hook that sees the probes' port. It runs as
+// root with CAP_NET_ADMIN only, and ends after the last hold.
+func (r *Runner) startBlackhole(ctx context.Context, po PodOptions, echo string, t0 time.Time, at []time.Duration, hold time.Duration) error {
+	pods := r.Client.CoreV1().Pods(po.Namespace)
+	pod, err := pods.Get(ctx, echo, metav1.GetOptions{})
+	if err != nil {
+		return APIError("get", "echo pod "+echo, err)
+	}
+	var ats []string
+	for _, d := range at {
+		ats = append(ats, d.String())
+	}
+	sc := engineSecurity()
+	sc.RunAsNonRoot, sc.RunAsUser, sc.RunAsGroup = ptr(false), ptr(int64(0)), ptr(int64(0))
+	sc.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: blackholeContainer, Image: po.Image, ImagePullPolicy: po.PullPolicy,
+			Args: []string{"k8s", "disrupt-agent", "--blackhole", strconv.Itoa(disrupt.ProbePort), "--table", runid.Name(po.RunID, "blackhole"),
+				"--t0", strconv.FormatInt(t0.UnixNano(), 10), "--at", strings.Join(ats, ","), "--hold", hold.String()},
+			SecurityContext: sc}})
+	if _, err := pods.UpdateEphemeralContainers(ctx, echo, pod, metav1.UpdateOptions{}); err != nil {
+		return APIError("add", "blackhole container to "+echo, err)
+	}
+	if _, err := r.waitPod(ctx, po.Namespace, echo, max(time.Until(t0), time.Millisecond), func(p *corev1.Pod) bool {
+		st := ephemeralState(p, blackholeContainer)
+		return st.Running != nil || st.Terminated != nil
+	}); err != nil {
+		return fmt.Errorf("blackhole container of %s not running by the probes' start: %w", echo, err)
+	}
+	return nil
+}
+
+// ephemeralState is the state of p's ephemeral container name.
+func ephemeralState(p *corev1.Pod, name string) corev1.ContainerState {
+	for _, st := range p.Status.EphemeralContainerStatuses {
+		if st.Name == name {
+			return st.State
+		}
+	}
+	return corev1.ContainerState{}
+}
+
+// blackholeSpans waits for the blackhole container's end and puts its
+// spans — when the kernel took each drop rule and when it was gone, on
+// the server node's clock — in place of the runner's marks of the
+// blackhole events, in order.
+func (r *Runner) blackholeSpans(ctx context.Context, ns, echo string, t0 time.Time, marks []disrupt.Mark, wait time.Duration) error {
+	done, err := r.waitPod(ctx, ns, echo, wait, func(p *corev1.Pod) bool { return ephemeralState(p, blackholeContainer).Terminated != nil })
+	if err != nil {
+		return fmt.Errorf("blackhole container of %s: %w", echo, err)
+	}
+	b, err := r.logs(ctx, ns, echo, blackholeContainer)
+	if err != nil {
+		return APIError("read", "log of the blackhole container of "+echo, err)
+	}
+	if code := ephemeralState(done, blackholeContainer).Terminated.ExitCode; code != 0 {
+		return fmt.Errorf("blackhole container of %s exited %d: %s", echo, code, lastLine(b))
+	}
+	spans, err := disrupt.DecodeSpans(b)
+	if err != nil {
+		return fmt.Errorf("blackhole container of %s: %w", echo, err)
+	}
+	k := 0
+	for i := range marks {
+		if marks[i].Kind != Blackhole {
+			continue
+		}
+		if k == len(spans) {
+			return fmt.Errorf("blackhole container of %s reported %d holds, the run planned more", echo, len(spans))
+		}
+		sp := spans[k]
+		marks[i].Start, marks[i].End = sp.Start.Sub(t0), sp.End.Sub(t0)
+		marks[i].Detail = fmt.Sprintf("port %d (TCP and UDP) dropped in the echo pod for %.1f ms, its own instants", disrupt.ProbePort, ms(sp.End.Sub(sp.Start)))
+		k++
+	}
+	if k != len(spans) {
+		return fmt.Errorf("blackhole container of %s reported %d holds, the run planned %d", echo, len(spans), k)
+	}
+	return nil
+}
+
 // DisruptAgent is `cnibench k8s disrupt-agent`, what k8s disrupt's pods
 // run: with Echo, pkg/disrupt's echo on that port in the pod's own
-// network namespace until ctx ends; else one Probe ("KIND=RATE") from the
+// network namespace until ctx ends; with Blackhole, that port dropped in
+// the pod's network namespace from T0+each of At for Hold,
+// each span printed as it ends; else one Probe ("KIND=RATE") from the
 // pod's namespace, its first request at T0 (Unix ns) and its last before
 // T0+Duration, its requests printed at the end (disrupt.EncodeRequests).
 type DisruptAgent struct {
@@ -449,18 +573,39 @@ type DisruptAgent struct {
 	Probe, Target     string
 	Timeout, Duration time.Duration
 	T0                int64
+	Blackhole         int
+	Table             string
+	At                []time.Duration
+	Hold              time.Duration
 }
 
-// Run echoes or probes.
+// Run echoes, drops or probes.
 func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
+	if a.Blackhole > 0 {
+		return a.blackhole(ctx, out)
+	}
 	if a.Echo > 0 {
 		ec, err := disrupt.StartEcho("", a.Echo)
 		if err != nil {
 			return err
 		}
-		<-ctx.Done()
-		ec.Close()
-		return nil
+		defer ec.Close()
+		// Its CPU, every CPUEvery until it is deleted: the runner cuts
+		// the probing window out of the series.
+		tk := time.NewTicker(disrupt.CPUEvery)
+		defer tk.Stop()
+		for {
+			if r, ok := disrupt.ReadSelfCPU(); ok {
+				if err := disrupt.WriteCPU(out, r); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tk.C:
+			}
+		}
 	}
 	target, err := netip.ParseAddrPort(a.Target)
 	if err != nil || !target.Addr().Is4() {
@@ -480,11 +625,23 @@ func (a DisruptAgent) Run(ctx context.Context, out io.Writer) error {
 	}
 	stop, cancel := context.WithDeadline(ctx, t0.Add(a.Duration))
 	defer cancel()
+	// Its CPU before the first request and after the last, printed with
+	// the requests (one write at the end, so the log holds all or none).
+	cpu0, ok0 := disrupt.ReadSelfCPU()
 	reqs, err := specs[0].Run(ctx, stop, "", target, t0)
 	if err != nil {
 		return err
 	}
-	return disrupt.EncodeRequests(out, specs[0].Kind, reqs)
+	var b bytes.Buffer
+	if cpu1, ok1 := disrupt.ReadSelfCPU(); ok0 && ok1 {
+		disrupt.WriteCPU(&b, cpu0)
+		disrupt.WriteCPU(&b, cpu1)
+	}
+	if err := disrupt.EncodeRequests(&b, specs[0].Kind, reqs); err != nil {
+		return err
+	}
+	_, err = out.Write(b.Bytes())
+	return err
 }
 
 // conntrackMaxFile is the host's conntrack limit. On a cluster whose
@@ -535,4 +692,35 @@ func (w *conntrackWatch) stop(a *disrupt.ArmResult) {
 	if w.min != nil && (w.first == nil || *w.min < *w.first || last != nil && *w.min < *last) {
 		a.Knobs["host_conntrack_max_min"] = strconv.Itoa(*w.min)
 	}
+}
+
+// blackhole holds the drop rule at each planned instant. A hold is
+// lifted on every way out; the kernel deletes the table with the process
+// on the ways this code does not see (disrupt.PortBlackhole).
+func (a DisruptAgent) blackhole(ctx context.Context, out io.Writer) error {
+	if a.Blackhole > 65535 || a.Table == "" || a.T0 <= 0 || len(a.At) == 0 || a.Hold <= 0 {
+		return errkind.Errorf(ErrInvalid, "--blackhole %d --table %q --t0 %d --at %v --hold %s: want a port, a table, a start, instants and a hold", a.Blackhole, a.Table, a.T0, a.At, a.Hold)
+	}
+	t0 := time.Unix(0, a.T0)
+	for k, at := range a.At {
+		if !disrupt.WaitUntil(ctx, t0.Add(at)) {
+			return ctx.Err()
+		}
+		lift, err := disrupt.PortBlackhole(a.Table, uint16(a.Blackhole))
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		held := disrupt.WaitUntil(ctx, start.Add(a.Hold))
+		if err := lift(); err != nil {
+			return err
+		}
+		if !held {
+			return ctx.Err()
+		}
+		if err := disrupt.WriteSpan(out, k, disrupt.Span{Start: start, End: time.Now()}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

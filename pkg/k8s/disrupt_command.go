@@ -25,9 +25,11 @@ type DisruptCommand struct {
 	Timeout time.Duration
 	Target  string
 	// Services is the filler count; Events a comma list of DisruptEvents.
-	Services, Repeats                         int
-	Events                                    string
-	Settle, Spacing, Bucket, StartDelay       time.Duration
+	Services, Repeats                   int
+	Events                              string
+	Settle, Spacing, Bucket, StartDelay time.Duration
+	// BlackholeFor is each blackhole event's length.
+	BlackholeFor                              time.Duration
 	Agent, RestartCmd, ClientNode, ServerNode string
 	Arm, Against, JSON, HTML                  string
 	ReadyTimeout                              time.Duration
@@ -111,10 +113,12 @@ func (c DisruptCommand) Options() (DisruptOptions, error) {
 		return bad("--agent %q: want one of kube-proxy, flannel, cilium (or give --restart-cmd)", c.Agent)
 	case c.RestartCmd != "" && !slices.Contains(events, AgentRestart):
 		return bad("--restart-cmd is for --events agent-restart")
+	case slices.Contains(events, Blackhole) && (c.BlackholeFor < 10*time.Millisecond || c.BlackholeFor >= c.Spacing/2):
+		return bad("--blackhole %s: want at least 10ms and less than half the spacing (%s)", c.BlackholeFor, c.Spacing/2)
 	}
 	return DisruptOptions{Probes: probes, Target: c.Target, Services: c.Services, Events: events, Repeats: c.Repeats,
 		Settle: c.Settle, Spacing: c.Spacing, Bucket: c.Bucket, StartDelay: c.StartDelay, AgentSelector: sel,
-		RestartCmd: c.RestartCmd, ClientNode: c.ClientNode, ServerNode: c.ServerNode, Arm: c.Arm,
+		RestartCmd: c.RestartCmd, BlackholeFor: c.BlackholeFor, ClientNode: c.ClientNode, ServerNode: c.ServerNode, Arm: c.Arm,
 		ReadyTimeout: c.ReadyTimeout, Keep: c.Keep}, nil
 }
 

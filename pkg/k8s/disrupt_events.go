@@ -50,10 +50,17 @@ const (
 	// pod deleted and its replacement awaited until Ready, or the user's
 	// --restart-cmd run when the agent is no pod.
 	AgentRestart = "agent-restart"
+	// Blackhole drops the probes' port in the echo pod for a known time
+	// (--blackhole, 200 ms by default): an ephemeral container there,
+	// with CAP_NET_ADMIN, holds an owned nftables table
+	// (disrupt.PortBlackhole) at each planned instant — the check of the
+	// timeline's resolution on a cluster, as the lab's blackhole is in a
+	// lab. The container stamps its spans on the node's clock.
+	Blackhole = "blackhole"
 )
 
 // DisruptEvents lists the event kinds, for help and errors.
-var DisruptEvents = []string{ServiceChurn, EndpointChange, PolicyChurn, AgentRestart}
+var DisruptEvents = []string{ServiceChurn, EndpointChange, PolicyChurn, AgentRestart, Blackhole}
 
 // DisruptAgents maps each agent agent-restart knows by name to the label
 // selector its pods carry in their upstream manifests.
@@ -79,8 +86,9 @@ type kubeEvent struct {
 	kind string
 	fire func(ctx context.Context, n int) (firing, error)
 	undo func(ctx context.Context, n int) (firing, error)
-	// agentCPU says why the event has no agent CPU.
-	agentCPU string
+	// noAgent, when set, is why no agent works for this event: its
+	// agent CPU is not metered.
+	noAgent string
 }
 
 // disruptEnv is what the events act on.
@@ -93,8 +101,10 @@ type disruptEnv struct {
 	svcIndex   int // the filler endpoint-change moves
 	agentSel   string
 	restartCmd string
-	cni        string
-	poll       time.Duration
+	// blackholeFor is how long each blackhole holds.
+	blackholeFor time.Duration
+	cni          string
+	poll         time.Duration
 }
 
 // apiAt runs one API request and says when its answer arrived.
@@ -105,12 +115,11 @@ func apiAt(call func() error) (time.Time, error) {
 
 // newKubeEvent binds kind to env.
 func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
-	const noCPU = "not metered on Kubernetes: the agents run on the nodes, not beside the runner"
 	ns := env.po.Namespace
 	switch kind {
 	case ServiceChurn:
 		svcs, eps := env.r.Client.CoreV1().Services(ns), env.r.Client.DiscoveryV1().EndpointSlices(ns)
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, n int) (firing, error) {
 				svc, sl := churnService(env.po, n)
 				a, err := apiAt(func() error { _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); return err })
@@ -148,7 +157,7 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 			}
 			return firing{start: a, end: a, detail: fmt.Sprintf("filler %s's endpoint set to %s (API answer after %.1f ms)", name, addr, ms(a.Sub(t0)))}, nil
 		}
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, _ int) (firing, error) { return set(ctx, ChangedAddress) },
 			undo: func(ctx context.Context, _ int) (firing, error) { return set(ctx, PlaceholderAddress) }}, nil
 	case PolicyChurn:
@@ -157,7 +166,7 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 		if ok, why := enforcesPolicy(env.cni); !ok {
 			note = "; " + why + ": nothing to measure of the datapath here"
 		}
-		return &kubeEvent{kind: kind, agentCPU: noCPU,
+		return &kubeEvent{kind: kind,
 			fire: func(ctx context.Context, n int) (firing, error) {
 				p := allowPolicy(env.po, n)
 				a, err := apiAt(func() error { _, err := pols.Create(ctx, p, metav1.CreateOptions{}); return err })
@@ -174,8 +183,21 @@ func newKubeEvent(kind string, env *disruptEnv) (*kubeEvent, error) {
 				}
 				return firing{start: a, end: a, detail: "NetworkPolicy " + name + " deleted" + note}, nil
 			}}, nil
+	case Blackhole:
+		// The blackhole container makes the change on its own
+		// schedule; the runner waits as long, and its marks are
+		// replaced by the container's spans once the probes are read
+		// (Disrupt).
+		return &kubeEvent{kind: kind, noAgent: "a blackhole is a rule of the kernel's; no agent does work during it",
+			fire: func(ctx context.Context, _ int) (firing, error) {
+				a := time.Now()
+				if !disrupt.WaitUntil(ctx, a.Add(env.blackholeFor)) {
+					return firing{start: a}, ctx.Err()
+				}
+				return firing{start: a, end: time.Now()}, nil
+			}}, nil
 	case AgentRestart:
-		ev := &kubeEvent{kind: kind, agentCPU: noCPU}
+		ev := &kubeEvent{kind: kind}
 		if env.restartCmd != "" {
 			ev.fire = func(ctx context.Context, _ int) (firing, error) { return env.restartByCommand(ctx) }
 		} else {

@@ -3,6 +3,7 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -34,7 +35,22 @@ type fakeProbed struct {
 	hurts   func(c fakeChange) bool
 	// agentUID counts the kube-proxy pods made (the replacement's UID).
 	agentUID int
+	// echoAt is when the echo pod was made: its CPU readings start there.
+	echoAt time.Time
+	// holes are the blackhole pod's spans, from its arguments: every
+	// request sent within one times out.
+	holes []disrupt.Span
+	// blackhole is the ephemeral blackhole container as added.
+	blackhole *corev1.EphemeralContainer
 }
+
+// The fake's costs: the echo takes 5 % of a CPU, each probe 1 %; each
+// node's kube-proxy ticks once every 100 ms (10 % of a CPU, its idle)
+// and spends fakeAgentWork more within 100 ms of each endpoint change.
+const (
+	fakeEchoPct, fakeProbePct = 5, 1
+	fakeAgentWork             = 200 * time.Millisecond
+)
 
 type fakeChange struct {
 	at   time.Time
@@ -75,6 +91,9 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		switch pod.Labels[LabelRole] {
 		case roleDisruptEcho:
+			fp.mu.Lock()
+			fp.echoAt = time.Now()
+			fp.mu.Unlock()
 			pod.Spec.NodeName = pinnedNode(pod)
 			pod.Status.Phase = corev1.PodRunning
 			pod.Status.PodIP = "10.244.2.7"
@@ -92,8 +111,50 @@ func newFakeProbed(t *testing.T, fc *fakeCluster) *fakeProbed {
 		}
 		return false, nil, nil
 	})
+	// The echo's kubelet runs an ephemeral blackhole container at once
+	// and it has ended when it is looked at; each hold starts 2 ms after
+	// its planned instant.
+	fc.cs.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "ephemeralcontainers" {
+			return false, nil, nil
+		}
+		pod := a.(k8stesting.UpdateAction).GetObject().(*corev1.Pod)
+		c := pod.Spec.EphemeralContainers[len(pod.Spec.EphemeralContainers)-1]
+		t0ns, _ := strconv.ParseInt(argValues(c.Args, "--t0")[0], 10, 64)
+		hold, _ := time.ParseDuration(argValues(c.Args, "--hold")[0])
+		fp.mu.Lock()
+		fp.blackhole = c.DeepCopy()
+		for _, at := range strings.Split(argValues(c.Args, "--at")[0], ",") {
+			d, _ := time.ParseDuration(at)
+			start := time.Unix(0, t0ns).Add(d + 2*time.Millisecond)
+			fp.holes = append(fp.holes, disrupt.Span{Start: start, End: start.Add(hold)})
+		}
+		fp.mu.Unlock()
+		pod.Status.EphemeralContainerStatuses = append(pod.Status.EphemeralContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}})
+		return false, nil, nil
+	})
 	fc.logs = fp.log
+	fc.meter = fp.meter
 	return fp
+}
+
+// meter is an agent meter's log: one kube-proxy (pid 42), a sample every
+// 20 ms from the echo's creation until now.
+func (fp *fakeProbed) meter(*corev1.Pod) []byte {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	var b bytes.Buffer
+	for at := fp.echoAt; at.Before(time.Now()); at = at.Add(20 * time.Millisecond) {
+		ticks := int64(at.Sub(fp.echoAt) / (100 * time.Millisecond))
+		for _, c := range fp.changes {
+			if c.verb == "patch" && at.After(c.at) {
+				ticks += int64(min(at.Sub(c.at), 100*time.Millisecond) * fakeAgentWork / (100 * time.Millisecond) / (time.Second / UserHZ))
+			}
+		}
+		json.NewEncoder(&b).Encode(AgentSample{T: at.UnixNano(), Procs: []AgentProc{{PID: 42, Name: "kube-proxy", Ticks: ticks}}})
+	}
+	return b.Bytes()
 }
 
 // endpointOf reads the address of an endpoint merge patch.
@@ -109,8 +170,26 @@ func endpointOf(patch []byte) string {
 
 // log is what a probe pod prints: its requests, computed from the changes
 // noted, as EncodeRequests writes them.
-func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
+func (fp *fakeProbed) log(pod *corev1.Pod, container string) ([]byte, error) {
 	args := pod.Spec.Containers[0].Args
+	var b bytes.Buffer
+	if container == blackholeContainer {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		for k, h := range fp.holes {
+			disrupt.WriteSpan(&b, k, h)
+		}
+		return b.Bytes(), nil
+	}
+	if pod.Labels[LabelRole] == roleDisruptEcho {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		for at := fp.echoAt; at.Before(time.Now().Add(disrupt.CPUEvery)); at = at.Add(disrupt.CPUEvery / 4) {
+			disrupt.WriteCPU(&b, disrupt.CPUReading{At: at, CPU: at.Sub(fp.echoAt) * fakeEchoPct / 100})
+		}
+		return b.Bytes(), nil
+	}
+
 	spec, err := ParseDisruptProbes(argValues(args, "--probe")[0], time.Second)
 	if err != nil {
 		return nil, err
@@ -129,10 +208,16 @@ func (fp *fakeProbed) log(pod *corev1.Pod, _ string) ([]byte, error) {
 				r = disrupt.Request{Sent: at, Outcome: disrupt.Timeout}
 			}
 		}
+		for _, h := range fp.holes {
+			if sent := t0.Add(at); !sent.Before(h.Start) && sent.Before(h.End) {
+				r = disrupt.Request{Sent: at, Outcome: disrupt.Timeout}
+			}
+		}
 		reqs = append(reqs, r)
 	}
-	var b bytes.Buffer
 	b.WriteString("probe started\n")
+	disrupt.WriteCPU(&b, disrupt.CPUReading{At: t0.Add(-time.Millisecond), CPU: 30 * time.Millisecond})
+	disrupt.WriteCPU(&b, disrupt.CPUReading{At: t0.Add(dur + time.Millisecond), CPU: 30*time.Millisecond + (dur+2*time.Millisecond)*fakeProbePct/100})
 	err = disrupt.EncodeRequests(&b, spec[0].Kind, reqs)
 	return b.Bytes(), err
 }
@@ -170,6 +255,9 @@ func TestDisruptEventsOnTheProbesClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc.wantClean(t)
+	if want := float64(fakeEchoPct + 2*fakeProbePct); arm.ProbeCPUPct == nil || math.Abs(*arm.ProbeCPUPct-want) > 0.2 {
+		t.Errorf("probe CPU %v %% (%s), want %.0f %%: the echo's and the probes' over the probing", arm.ProbeCPUPct, arm.ProbeCPUReason, want)
+	}
 	if !arm.Restored || arm.Name != "unknown-iptables" && !strings.HasSuffix(arm.Name, "-iptables") {
 		t.Errorf("arm %q restored %v, want an -iptables arm, restored", arm.Name, arm.Restored)
 	}
@@ -210,8 +298,15 @@ func TestDisruptEventsOnTheProbesClock(t *testing.T) {
 					t.Errorf("%s event %d (%s %s): lost %d, gap %.1f; want nothing", tl.Probe, i, e.Kind, e.Label, lost, e.LongestGapMs)
 				}
 			}
-			if e.AgentCPUMs != nil || e.AgentCPUReason == "" {
-				t.Errorf("event %d: agent CPU %v without a reason, want missing with one", i, e.AgentCPUMs)
+			// Both nodes' kube-proxy: fakeAgentWork each for an
+			// endpoint change or its revert, nothing above their idle
+			// for a Service; within a tick per node and window edge.
+			want := 0.0
+			if e.Kind == EndpointChange {
+				want = 2 * ms(fakeAgentWork)
+			}
+			if e.AgentCPUMs == nil || math.Abs(*e.AgentCPUMs-want) > 45 {
+				t.Errorf("%s event %d (%s %s): agent CPU %v ms (%s), want %.0f", tl.Probe, i, e.Kind, e.Label, e.AgentCPUMs, e.AgentCPUReason, want)
 			}
 		}
 		// Marks at their planned instants: settle + k × spacing.
@@ -331,6 +426,10 @@ func TestDisruptCommandOptions(t *testing.T) {
 		"restart-cmd, no event":  func(c *DisruptCommand) { c.RestartCmd = "true" },
 		"services over the max":  func(c *DisruptCommand) { c.Services = MaxServices + 1 },
 		"settle shorter than 1s": func(c *DisruptCommand) { c.Settle = 0 },
+		"blackhole of half the spacing": func(c *DisruptCommand) {
+			c.Events, c.BlackholeFor = "blackhole", 2*time.Second
+		},
+		"blackhole of nothing": func(c *DisruptCommand) { c.Events, c.BlackholeFor = "blackhole", 0 },
 	} {
 		c := good
 		mod(&c)
@@ -342,6 +441,11 @@ func TestDisruptCommandOptions(t *testing.T) {
 	c.Events, c.Agent, c.RestartCmd = "agent-restart", "", "kill x"
 	if _, err := c.Options(); err != nil {
 		t.Errorf("agent-restart by command needs no --agent: %v", err)
+	}
+	c = good
+	c.Events, c.BlackholeFor = "blackhole", 200*time.Millisecond
+	if o, err := c.Options(); err != nil || o.BlackholeFor != 200*time.Millisecond {
+		t.Errorf("blackhole of 200ms: %+v, %v", o.BlackholeFor, err)
 	}
 }
 
@@ -356,5 +460,51 @@ func TestDisruptCommandDBFirst(t *testing.T) {
 	err := c.Run(context.Background(), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "results database") {
 		t.Errorf("err %v: want the results database named", err)
+	}
+}
+
+// TestDisruptBlackhole: an ephemeral container in the echo pod (root with
+// CAP_NET_ADMIN only) drops the probes' port at each planned instant; the
+// events are marked at its own spans, not the runner's waits, and a known
+// hold is found as that event's gap, with no agent CPU and why.
+func TestDisruptBlackhole(t *testing.T) {
+	fc := newFakeCluster(t, "a", "b")
+	fp := newFakeProbed(t, fc)
+	o := disruptTestOptions(Blackhole)
+	o.BlackholeFor = 100 * time.Millisecond
+	arm, err := runDisrupt(t, context.Background(), fc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.wantClean(t)
+	c := fp.blackhole
+	if c == nil {
+		t.Fatal("no blackhole container")
+	}
+	sc := c.SecurityContext
+	if *sc.RunAsUser != 0 || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" || len(sc.Capabilities.Drop) != 1 ||
+		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || c.Image != "cnibench:test" {
+		t.Errorf("blackhole container %s, security %+v", c.Image, sc)
+	}
+	if len(fp.holes) != 2 {
+		t.Fatalf("%d holds, want one per repeat", len(fp.holes))
+	}
+	for _, tl := range arm.Timelines {
+		if len(tl.Events) != 2 {
+			t.Fatalf("%s: %d events, want 2", tl.Probe, len(tl.Events))
+		}
+		interval := 1000 / tl.RatePerSec
+		for i, e := range tl.Events {
+			// Marked at the pod's span (2 ms after the plan), 100 ms long.
+			if want := 150 + 300*float64(i) + 2; math.Abs(e.StartMs-want) > 0.5 || math.Abs(e.ChangeDurationMs-100) > 0.5 {
+				t.Errorf("%s event %d at %.1f ms for %.1f ms, want %.0f for 100 (the pod's span)", tl.Probe, i, e.StartMs, e.ChangeDurationMs, want)
+			}
+			if math.Abs(e.LongestGapMs-100) > interval+1 {
+				t.Errorf("%s event %d: gap %.1f ms, want 100", tl.Probe, i, e.LongestGapMs)
+			}
+			if e.AgentCPUMs != nil || !strings.Contains(e.AgentCPUReason, "no agent") {
+				t.Errorf("%s event %d: agent CPU %v (%s), want none and why", tl.Probe, i, e.AgentCPUMs, e.AgentCPUReason)
+			}
+		}
 	}
 }
