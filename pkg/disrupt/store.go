@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -142,23 +141,10 @@ func Save(db *store.DB, r *Result, o StoreOptions) (*store.Run, error) {
 // run id, name or "last". A run that is not a disruption run is an
 // ErrInvalid naming its kind.
 func Stored(db *store.DB, ref string) (*Result, *store.Run, error) {
-	run, _, err := db.Load(ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	doc, err := db.Document(run.ID)
-	if errors.Is(err, store.ErrNoDocument) {
-		return nil, nil, errkind.Errorf(ErrInvalid, "disrupt report: run %s is a %s run, not a disruption run; render it with cnibench report %s", run.Name, run.Kind, run.Name)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if doc.Schema != Schema {
-		return nil, nil, errkind.Errorf(ErrInvalid, "disrupt report: run %s holds a %q document; this cnibench reads %q", run.Name, doc.Schema, Schema)
-	}
 	var r Result
-	if err := json.Unmarshal(doc.JSON, &r); err != nil {
-		return nil, nil, fmt.Errorf("disrupt report: run %s: document: %w", run.Name, err)
+	run, err := db.LoadDocument(ref, store.DocumentKind{Schema: Schema, What: "disruption", Command: "disrupt report", Invalid: ErrInvalid}, &r)
+	if err != nil {
+		return nil, nil, err
 	}
 	tls, err := db.Timelines(run.ID)
 	if err != nil {

@@ -2,13 +2,11 @@ package pressure
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/cnibench/cnibench/pkg/atomicfile"
-	"github.com/cnibench/cnibench/pkg/errkind"
 	"github.com/cnibench/cnibench/pkg/result"
 	"github.com/cnibench/cnibench/pkg/runid"
 	"github.com/cnibench/cnibench/pkg/store"
@@ -127,23 +125,10 @@ func Save(db *store.DB, d *Document, o StoreOptions) (*store.Run, error) {
 // run id, name or "last". A run that is not a pressure run is an
 // ErrInvalid naming its kind.
 func Stored(db *store.DB, ref string) (*Document, *store.Run, error) {
-	run, _, err := db.Load(ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	doc, err := db.Document(run.ID)
-	if errors.Is(err, store.ErrNoDocument) {
-		return nil, nil, errkind.Errorf(ErrInvalid, "pressure report: run %s is a %s run, not a pressure run; render it with cnibench report %s", run.Name, run.Kind, run.Name)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if doc.Schema != Schema {
-		return nil, nil, errkind.Errorf(ErrInvalid, "pressure report: run %s holds a %q document, not a pressure run's %q", run.Name, doc.Schema, Schema)
-	}
 	var d Document
-	if err := json.Unmarshal(doc.JSON, &d); err != nil {
-		return nil, nil, fmt.Errorf("pressure report: run %s: document: %w", run.Name, err)
+	run, err := db.LoadDocument(ref, store.DocumentKind{Schema: Schema, What: "pressure", Command: "pressure report", Invalid: ErrInvalid}, &d)
+	if err != nil {
+		return nil, nil, err
 	}
 	return &d, run, nil
 }

@@ -2,9 +2,12 @@ package store
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cnibench/cnibench/pkg/errkind"
 )
 
 // Some runs measure what is not a sample of the engine: a disruption run's
@@ -118,4 +121,37 @@ func (d *DB) Timelines(runID int64) ([]Timeline, error) {
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// DocumentKind is what a run's own report command expects of a stored
+// document: its schema, the kind of run in words ("disruption"), the
+// command's name for its messages ("disrupt report"), and the error its
+// package's input errors match.
+type DocumentKind struct {
+	Schema, What, Command string
+	Invalid               error
+}
+
+// LoadDocument loads the run ref (an id, a name or "last") and decodes its
+// document, which must be of kind k, into v. A run without a document, or
+// with another kind's, is a k.Invalid error that names its kind and says
+// how to render it.
+func (d *DB) LoadDocument(ref string, k DocumentKind, v any) (*Run, error) {
+	run, _, err := d.Load(ref)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := d.Document(run.ID)
+	switch {
+	case errors.Is(err, ErrNoDocument):
+		return nil, errkind.Errorf(k.Invalid, "%s: run %s is a %s run, not a %s run; render it with cnibench report %s", k.Command, run.Name, run.Kind, k.What, run.Name)
+	case err != nil:
+		return nil, err
+	case doc.Schema != k.Schema:
+		return nil, errkind.Errorf(k.Invalid, "%s: run %s holds a %q document, not a %s run's %q", k.Command, run.Name, doc.Schema, k.What, k.Schema)
+	}
+	if err := json.Unmarshal(doc.JSON, v); err != nil {
+		return nil, fmt.Errorf("%s: run %s: document: %w", k.Command, run.Name, err)
+	}
+	return run, nil
 }
