@@ -24,7 +24,10 @@
 #
 # Needs root. Leaves the cluster down (not purged). Environment:
 #   MODES="iptables nftables" N=1000 REPEATS=5 CNI=flannel-vxlan RESTART=1 (0: no restart runs)
-#   BLACKHOLE=1 (0: no blackhole run)
+#   BLACKHOLE=1 (0: no blackhole run) CHURN=1 (0: no churn runs)
+#   AGENTS="kube-proxy" the agents restarted, each in a run of its own:
+#     kube-proxy, flanneld (SIGTERM to node 2's flanneld, `k8slab up` starting
+#     it again, the event ending when k8slab up has seen its subnet file)
 #   OUT=DIR       keeps the results (JSON, HTML, text) and logs (default: a temp dir, printed)
 #   CNB_LOCK=F    hold `flock -x F` around each run (a shared machine's CPU lock)
 . "$(dirname "$0")/lib.sh"
@@ -35,6 +38,8 @@ REPEATS=${REPEATS:-5}
 CNI=${CNI:-flannel-vxlan}
 RESTART=${RESTART:-1}
 BLACKHOLE=${BLACKHOLE:-1}
+CHURN=${CHURN:-1}
+AGENTS=${AGENTS:-kube-proxy}
 
 need_root k8slab
 find_k8slab
@@ -86,7 +91,7 @@ run_checked() {
   echo "$tag: conntrack drops on the nodes while it ran: $((d1 - d0)); nf_conntrack_max: $(jq -c '[.arms[-1].host_conntrack_max, .arms[-1].knobs.host_conntrack_max_min]' "$OUT/$tag.json")"
 }
 
-prev_churn="" prev_restart=""
+prev_churn="" prev_kube_proxy="" prev_flanneld=""
 for MODE in $MODES; do
   step "$MODE: k8slab down; KUBE_PROXY_MODE=$MODE CNI=$CNI k8slab up"
   cluster_up "$OUT" "$MODE" "$OUT/cnibench-image.tar" KUBE_PROXY_MODE="$MODE" CNI="$CNI"
@@ -97,18 +102,30 @@ for MODE in $MODES; do
     run_checked "blackhole-$MODE" "$MODE" "${common[@]}" --events blackhole --blackhole 200ms --repeats 10 --spacing 2s
     check_blackhole "$OUT/blackhole-$MODE.json" 200
   fi
-  step "$MODE: endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  run_checked "churn-$MODE" "$MODE" "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
-    ${prev_churn:+--against "$prev_churn"}
-  prev_churn=$OUT/churn-$MODE.json
+  if [ "$CHURN" = 1 ]; then
+    step "$MODE: endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    run_checked "churn-$MODE" "$MODE" "${common[@]}" --events endpoint-change,service-churn --repeats "$REPEATS" \
+      ${prev_churn:+--against "$prev_churn"}
+    prev_churn=$OUT/churn-$MODE.json
+  fi
   [ "$RESTART" = 1 ] || continue
 
-  restart="pid=\$(cat /run/k8slab/\$CNB_NODE-kube-proxy.pid) && kill \$pid && while kill -0 \$pid 2>/dev/null; do sleep 0.01; done &&
-    KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 $K8SLAB up >>$OUT/restart-up-$MODE.log 2>&1 &&
-    until nsenter --net=/run/netns/\$CNB_NODE curl -sf http://127.0.0.1:10256/healthz | grep -q '\"lastUpdated\": \"2'; do sleep 0.02; done"
-  step "$MODE: agent-restart of kube-proxy (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  run_checked "restart-$MODE" "$MODE" "${common[@]}" --events agent-restart --repeats 1 --spacing 20s \
-    --restart-cmd "$restart" ${prev_restart:+--against "$prev_restart"}
-  prev_restart=$OUT/restart-$MODE.json
+  for agent in $AGENTS; do
+    up="KUBE_PROXY_MODE=$MODE CNI=$CNI NODES=2 $K8SLAB up >>$OUT/restart-up-$agent-$MODE.log 2>&1"
+    stop="pid=\$(cat /run/k8slab/\$CNB_NODE-$agent.pid) && kill \$pid && while kill -0 \$pid 2>/dev/null; do sleep 0.01; done"
+    case $agent in
+      kube-proxy) restart="$stop && $up &&
+        until nsenter --net=/run/netns/\$CNB_NODE curl -sf http://127.0.0.1:10256/healthz | grep -q '\"lastUpdated\": \"2'; do sleep 0.02; done" ;;
+      flanneld) [[ $CNI == flannel-* ]] || fail "AGENTS=flanneld needs CNI=flannel-*"
+        restart="$stop && $up" ;;
+      *) fail "AGENTS: $agent is not kube-proxy or flanneld" ;;
+    esac
+    tag=restart-$agent-$MODE prev=prev_$agent
+    prev=${prev//-/_}
+    step "$MODE: agent-restart of $agent (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+    run_checked "$tag" "$MODE" "${common[@]}" --events agent-restart --repeats 1 --spacing 20s \
+      --restart-cmd "$restart" ${!prev:+--against "${!prev}"}
+    printf -v "$prev" %s "$OUT/$tag.json"
+  done
 done
 step "done; results in $OUT"
