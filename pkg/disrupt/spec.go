@@ -1,6 +1,7 @@
 package disrupt
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -143,18 +144,10 @@ func Parse(data []byte) (*Spec, error) {
 	if err := yamlfile.Decode(data, s, nil); err != nil {
 		return nil, err
 	}
-	if s.Bucket == 0 {
-		s.Bucket = Duration(100 * time.Millisecond)
-	}
-	if s.Settle == 0 {
-		s.Settle = Duration(time.Second)
-	}
-	if s.Spacing == 0 {
-		s.Spacing = Duration(2 * time.Second)
-	}
-	if s.Repeats == 0 {
-		s.Repeats = 1
-	}
+	s.Bucket = cmp.Or(s.Bucket, Duration(100*time.Millisecond))
+	s.Settle = cmp.Or(s.Settle, Duration(time.Second))
+	s.Spacing = cmp.Or(s.Spacing, Duration(2*time.Second))
+	s.Repeats = cmp.Or(s.Repeats, 1)
 	defaultProbes(s.Probes)
 	if len(s.Probes) == 0 {
 		s.Probes = []ProbeYAML{{Kind: UDPRR}}

@@ -9,6 +9,7 @@
 package pressure
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,27 +84,13 @@ func (c Config) WithDefaults() Config {
 	if len(c.Flows) == 0 {
 		c.Flows = []int{0}
 	}
-	if c.Step == 0 {
-		c.Step = Duration(2 * time.Second)
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = Duration(time.Second)
-	}
-	if c.HoldPing == 0 {
-		c.HoldPing = Duration(5 * time.Second)
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = 4096
-	}
-	if c.FailShare == 0 {
-		c.FailShare = 0.01
-	}
-	if c.Repeats == 0 {
-		c.Repeats = 1
-	}
-	if c.Sources == 0 {
-		c.Sources = 4
-	}
+	c.Step = cmp.Or(c.Step, Duration(2*time.Second))
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, Duration(time.Second))
+	c.HoldPing = cmp.Or(c.HoldPing, Duration(5*time.Second))
+	c.MaxInflight = cmp.Or(c.MaxInflight, 4096)
+	c.FailShare = cmp.Or(c.FailShare, 0.01)
+	c.Repeats = cmp.Or(c.Repeats, 1)
+	c.Sources = cmp.Or(c.Sources, 4)
 	return c
 }
 
