@@ -65,7 +65,8 @@ type AgentSample struct {
 }
 
 // agentScanEvery bounds how stale the meter's list of agent processes may
-// get: a restarted agent is found again within this time.
+// get: a new agent is found within this time. One that replaces an agent
+// that exited is found at the next sample (see Sample).
 const agentScanEvery = 2 * time.Second
 
 // AgentReader finds the datapath agents in its own network namespace under
@@ -78,7 +79,17 @@ type AgentReader struct {
 	self uint64 // inode of Root/self/net/dev: the reader's network namespace
 	pids map[int]string
 	scan time.Time
+	// lost are the agents that exited and have not been seen again, with
+	// when: until they are (for agentLostFor at most, so an agent that is
+	// gone for good does not keep the meter walking /proc), every sample
+	// rescans, so a restarted agent's new process is sampled from its
+	// first AgentInterval on.
+	lost map[string]time.Time
 }
+
+// agentLostFor is how long the meter looks for an exited agent's
+// successor at every sample: longer than a restart takes.
+const agentLostFor = time.Minute
 
 // ErrNoNetns: the reader cannot tell which network namespace it is in, so
 // it cannot tell the node's agents from others'.
@@ -180,10 +191,19 @@ func procTicks(root string, pid int) (ticks, start int64, err error) {
 }
 
 // Sample reads every agent's CPU now. The process list is rescanned every
-// agentScanEvery, and at once when a known agent is gone.
+// agentScanEvery, and at every sample while an agent that exited has not
+// been seen again.
 func (a *AgentReader) Sample(now time.Time) AgentSample {
-	if a.pids == nil || now.Sub(a.scan) >= agentScanEvery {
+	for name, at := range a.lost {
+		if now.Sub(at) > agentLostFor {
+			delete(a.lost, name)
+		}
+	}
+	if a.pids == nil || len(a.lost) > 0 || now.Sub(a.scan) >= agentScanEvery {
 		a.pids, a.scan = procAgents(a.Root, a.self), now
+		for _, name := range a.pids {
+			delete(a.lost, name)
+		}
 	}
 	s := AgentSample{T: now.UnixNano(), Procs: []AgentProc{}}
 	boot := a.Boot()
@@ -192,6 +212,10 @@ func (a *AgentReader) Sample(now time.Time) AgentSample {
 		t, start, err := procTicks(a.Root, pid)
 		if err != nil {
 			gone = true
+			if a.lost == nil {
+				a.lost = map[string]time.Time{}
+			}
+			a.lost[name] = now
 			continue
 		}
 		p := AgentProc{PID: pid, Name: name, Ticks: t}
@@ -367,9 +391,6 @@ func StartedCPU(node string, ss []AgentSample, start, end time.Time) (time.Durat
 			}
 			sec += t / UserHZ
 			pids = append(pids, p.PID)
-		}
-		if s.T > we {
-			break
 		}
 	}
 	sort.Ints(pids)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,8 +84,13 @@ func TestAgentReaderTakesOnlyTheNodesAgents(t *testing.T) {
 	if s := a.Sample(time.Unix(100, 1)); len(s.Procs) != 1 || s.Procs[0].PID != 10 {
 		t.Errorf("after flanneld exited: %+v", s.Procs)
 	}
+	// Its successor starts after the rescan that followed: it is found
+	// at the next sample still, not at the next periodic rescan.
+	if s := a.Sample(time.Unix(100, 2)); len(s.Procs) != 1 {
+		t.Errorf("flanneld back before it was started: %+v", s.Procs)
+	}
 	p.add(15, "flanneld", 1, 0, true)
-	if s := a.Sample(time.Unix(100, 2)); len(s.Procs) != 2 || s.Procs[1].PID != 15 {
+	if s := a.Sample(time.Unix(100, 3)); len(s.Procs) != 2 || s.Procs[1].PID != 15 {
 		t.Errorf("restarted flanneld not found: %+v", s.Procs)
 	}
 
@@ -369,6 +375,17 @@ func TestStartedCPU(t *testing.T) {
 	d, _, err = StartedCPU("b", ss, t0.Add(500*time.Millisecond), t0.Add(950*time.Millisecond))
 	if err != nil || d != 25*time.Millisecond {
 		t.Errorf("end before the first sample: %v %v, want 25ms (5 ticks at 1000 ms, half of it)", d, err)
+	}
+	// Found by the meter only two samples after the end (a rescan
+	// late): still counted, from its start's zero.
+	late := append([]AgentSample(nil), ss...)
+	for i := range late {
+		if late[i].T < at(1400) {
+			late[i] = AgentSample{T: late[i].T, Procs: slices.DeleteFunc(slices.Clone(late[i].Procs), func(p AgentProc) bool { return p.PID == 8 })}
+		}
+	}
+	if d, pids, err := StartedCPU("b", late, t0.Add(500*time.Millisecond), t0.Add(1100*time.Millisecond)); err != nil || fmt.Sprint(pids) != "[8]" || d != 100*time.Millisecond {
+		t.Errorf("found late: %v %v %v, want 100ms (25 ticks at 1400 ms, 200 of its 500 ms)", d, pids, err)
 	}
 	// A window with no start: nothing, no error.
 	if d, pids, err := StartedCPU("b", ss, t0, t0.Add(400*time.Millisecond)); err != nil || d != 0 || pids != nil {
