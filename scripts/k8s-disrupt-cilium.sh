@@ -25,6 +25,7 @@
 # Environment:
 #   MODE=vxlan-kpr (or native-kp: kube-proxy in iptables mode beside Cilium)
 #   N=1000 REPEATS=5 RESTART=1 (0: no restart run) BLACKHOLE=1 (0: no blackhole run)
+#   CHURN=1 (0: no churn run)
 #   OUT=DIR   keeps the results (JSON, HTML, text) and logs
 #   CNB_LOCK=F  hold `flock -x F` around each run (a shared machine's CPU lock)
 . "$(dirname "$0")/lib.sh"
@@ -34,6 +35,7 @@ N=${N:-1000}
 REPEATS=${REPEATS:-5}
 RESTART=${RESTART:-1}
 BLACKHOLE=${BLACKHOLE:-1}
+CHURN=${CHURN:-1}
 
 need_root "k8slab and Cilium's agents"
 find_k8slab
@@ -81,8 +83,10 @@ if [ "$BLACKHOLE" = 1 ]; then
   run_checked blackhole "${common[@]}" --events blackhole --blackhole 200ms --repeats 10 --spacing 2s
   check_blackhole "$OUT/blackhole.json" 200
 fi
-step "policy-churn, endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-run_checked churn "${common[@]}" --events policy-churn,endpoint-change,service-churn --repeats "$REPEATS"
+if [ "$CHURN" = 1 ]; then
+  step "policy-churn, endpoint-change, service-churn × $REPEATS (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  run_checked churn "${common[@]}" --events policy-churn,endpoint-change,service-churn --repeats "$REPEATS"
+fi
 
 if [ "$RESTART" = 1 ]; then
   restart="S=$STATE/\$CNB_NODE && pid=\$(cat \$S/agent.pid) && [ \"\$(cat /proc/\$pid/comm)\" = cilium-agent ] && kill \$pid &&

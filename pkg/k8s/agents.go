@@ -53,6 +53,9 @@ type AgentProc struct {
 	// Ticks is utime+stime of the whole process (every thread, exited
 	// ones included), in 1/UserHZ seconds.
 	Ticks int64 `json:"ticks"`
+	// Start is when the process started, Unix ns (to 1/UserHZ): a
+	// restarted agent's new process is told from one that was there.
+	Start int64 `json:"start,omitempty"`
 }
 
 // AgentSample is one line of the meter's output.
@@ -62,17 +65,31 @@ type AgentSample struct {
 }
 
 // agentScanEvery bounds how stale the meter's list of agent processes may
-// get: a restarted agent is found again within this time.
+// get: a new agent is found within this time. One that replaces an agent
+// that exited is found at the next sample (see Sample).
 const agentScanEvery = 2 * time.Second
 
 // AgentReader finds the datapath agents in its own network namespace under
 // a /proc root and reads their CPU.
 type AgentReader struct {
 	Root string
+	// Boot is the time since boot now (CLOCK_BOOTTIME, the clock of a
+	// process's start time); a test sets its own.
+	Boot func() time.Duration
 	self uint64 // inode of Root/self/net/dev: the reader's network namespace
 	pids map[int]string
 	scan time.Time
+	// lost are the agents that exited and have not been seen again, with
+	// when: until they are (for agentLostFor at most, so an agent that is
+	// gone for good does not keep the meter walking /proc), every sample
+	// rescans, so a restarted agent's new process is sampled from its
+	// first AgentInterval on.
+	lost map[string]time.Time
 }
+
+// agentLostFor is how long the meter looks for an exited agent's
+// successor at every sample: longer than a restart takes.
+const agentLostFor = time.Minute
 
 // ErrNoNetns: the reader cannot tell which network namespace it is in, so
 // it cannot tell the node's agents from others'.
@@ -84,7 +101,16 @@ func NewAgentReader(procRoot string) (*AgentReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoNetns, err)
 	}
-	return &AgentReader{Root: procRoot, self: id}, nil
+	return &AgentReader{Root: procRoot, Boot: sinceBoot, self: id}, nil
+}
+
+// sinceBoot is CLOCK_BOOTTIME now; 0 when unreadable (starts unknown).
+func sinceBoot() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // netnsID identifies a process's network namespace without privilege: each
@@ -135,45 +161,68 @@ func procAgents(root string, netns uint64) map[int]string {
 	return out
 }
 
-// procTicks reads utime+stime from root/<pid>/stat. The command name in
-// field 2 may hold spaces and parentheses, so fields count from the last ')'.
-func procTicks(root string, pid int) (int64, error) {
+// procTicks reads utime+stime from root/<pid>/stat, and the process's
+// start in ticks since boot (0 when the line is too short to hold it). The
+// command name in field 2 may hold spaces and parentheses, so fields count
+// from the last ')'.
+func procTicks(root string, pid int) (ticks, start int64, err error) {
 	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("stat of %d: no ')' in %q", pid, b)
+		return 0, 0, fmt.Errorf("stat of %d: no ')' in %q", pid, b)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// After ')': state(3) ppid(4) … utime(14) stime(15).
+	// After ')': state(3) ppid(4) … utime(14) stime(15) … starttime(22).
 	if len(f) < 13 {
-		return 0, fmt.Errorf("stat of %d: %d fields after the name", pid, len(f))
+		return 0, 0, fmt.Errorf("stat of %d: %d fields after the name", pid, len(f))
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
 	s, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("stat of %d: utime %q stime %q", pid, f[11], f[12])
+		return 0, 0, fmt.Errorf("stat of %d: utime %q stime %q", pid, f[11], f[12])
 	}
-	return u + s, nil
+	if len(f) > 19 {
+		start, _ = strconv.ParseInt(f[19], 10, 64)
+	}
+	return u + s, start, nil
 }
 
 // Sample reads every agent's CPU now. The process list is rescanned every
-// agentScanEvery, and at once when a known agent is gone.
+// agentScanEvery, and at every sample while an agent that exited has not
+// been seen again.
 func (a *AgentReader) Sample(now time.Time) AgentSample {
-	if a.pids == nil || now.Sub(a.scan) >= agentScanEvery {
+	for name, at := range a.lost {
+		if now.Sub(at) > agentLostFor {
+			delete(a.lost, name)
+		}
+	}
+	if a.pids == nil || len(a.lost) > 0 || now.Sub(a.scan) >= agentScanEvery {
 		a.pids, a.scan = procAgents(a.Root, a.self), now
+		for _, name := range a.pids {
+			delete(a.lost, name)
+		}
 	}
 	s := AgentSample{T: now.UnixNano(), Procs: []AgentProc{}}
+	boot := a.Boot()
 	gone := false
 	for pid, name := range a.pids {
-		t, err := procTicks(a.Root, pid)
+		t, start, err := procTicks(a.Root, pid)
 		if err != nil {
 			gone = true
+			if a.lost == nil {
+				a.lost = map[string]time.Time{}
+			}
+			a.lost[name] = now
 			continue
 		}
-		s.Procs = append(s.Procs, AgentProc{PID: pid, Name: name, Ticks: t})
+		p := AgentProc{PID: pid, Name: name, Ticks: t}
+		if boot > 0 && start > 0 {
+			p.Start = now.Add(time.Duration(start)*(time.Second/UserHZ) - boot).UnixNano()
+		}
+		s.Procs = append(s.Procs, p)
 	}
 	if gone {
 		a.pids = nil
@@ -307,6 +356,58 @@ func AgentWindow(node string, ss []AgentSample, start, end time.Time) ([]result.
 		out = append(out, ac)
 	}
 	return out, nil
+}
+
+// StartedCPU is what the agent processes that started from start to end
+// on one node spent from their start to end, and their pids: a restarted
+// agent's own work to come back, as the lab counts a restarted daemon's
+// (the old process's last work is not counted: it ended, and its final
+// ticks went with it). A node where none started gives 0 and no pid.
+func StartedCPU(node string, ss []AgentSample, start, end time.Time) (time.Duration, []int, error) {
+	ws, we := start.UnixNano(), end.UnixNano()
+	if len(ss) == 0 || ss[len(ss)-1].T < we {
+		return 0, nil, fmt.Errorf("node %s: the agent meter's samples do not reach %s", node, clock(we))
+	}
+	seen := map[int]bool{}
+	var sec float64
+	var pids []int
+	for _, s := range ss {
+		if s.T < ws {
+			continue
+		}
+		for _, p := range s.Procs {
+			if seen[p.PID] || p.Start < ws || p.Start > we {
+				continue
+			}
+			seen[p.PID] = true
+			t, ok := ticksAt(ss, p.PID, we)
+			if !ok {
+				// Started after the last sample before end: it had
+				// no ticks at its start.
+				t, ok = ticksFromStart(ss, p, we)
+			}
+			if !ok {
+				return 0, nil, fmt.Errorf("node %s: %s (pid %d) started at %s but is not sampled around %s", node, p.Name, p.PID, clock(p.Start), clock(we))
+			}
+			sec += t / UserHZ
+			pids = append(pids, p.PID)
+		}
+	}
+	sort.Ints(pids)
+	return time.Duration(sec * float64(time.Second)), pids, nil
+}
+
+// ticksFromStart is p's ticks at t, linear between its start (no ticks)
+// and the first sample after t that holds it.
+func ticksFromStart(ss []AgentSample, p AgentProc, t int64) (float64, bool) {
+	for _, s := range ss[sort.Search(len(ss), func(i int) bool { return ss[i].T >= t }):] {
+		for _, q := range s.Procs {
+			if q.PID == p.PID && s.T > p.Start {
+				return float64(q.Ticks) * float64(t-p.Start) / float64(s.T-p.Start), true
+			}
+		}
+	}
+	return 0, false
 }
 
 func clock(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000") }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,8 +67,11 @@ func TestAgentReaderTakesOnlyTheNodesAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 50 s since boot at Unix 100 s; the fake processes started 1 s
+	// (100 ticks) after boot.
+	a.Boot = func() time.Duration { return 50 * time.Second }
 	s := a.Sample(time.Unix(100, 0))
-	want := []AgentProc{{10, "kube-proxy", 150}, {14, "flanneld", 42}}
+	want := []AgentProc{{10, "kube-proxy", 150, 51e9}, {14, "flanneld", 42, 51e9}}
 	if fmt.Sprint(s.Procs) != fmt.Sprint(want) || s.T != 100e9 {
 		t.Errorf("sample %+v, want %+v", s, want)
 	}
@@ -80,8 +84,13 @@ func TestAgentReaderTakesOnlyTheNodesAgents(t *testing.T) {
 	if s := a.Sample(time.Unix(100, 1)); len(s.Procs) != 1 || s.Procs[0].PID != 10 {
 		t.Errorf("after flanneld exited: %+v", s.Procs)
 	}
+	// Its successor starts after the rescan that followed: it is found
+	// at the next sample still, not at the next periodic rescan.
+	if s := a.Sample(time.Unix(100, 2)); len(s.Procs) != 1 {
+		t.Errorf("flanneld back before it was started: %+v", s.Procs)
+	}
 	p.add(15, "flanneld", 1, 0, true)
-	if s := a.Sample(time.Unix(100, 2)); len(s.Procs) != 2 || s.Procs[1].PID != 15 {
+	if s := a.Sample(time.Unix(100, 3)); len(s.Procs) != 2 || s.Procs[1].PID != 15 {
 		t.Errorf("restarted flanneld not found: %+v", s.Procs)
 	}
 
@@ -95,11 +104,11 @@ func TestAgentReaderTakesOnlyTheNodesAgents(t *testing.T) {
 func TestProcTicksParsesOddNames(t *testing.T) {
 	p := newFakeProc(t)
 	p.add(20, "a) b (c", 5, 6, true)
-	if v, err := procTicks(p.root, 20); err != nil || v != 11 {
-		t.Errorf("ticks %d %v", v, err)
+	if v, start, err := procTicks(p.root, 20); err != nil || v != 11 || start != 100 {
+		t.Errorf("ticks %d, start %d, %v", v, start, err)
 	}
 	must(t, os.WriteFile(filepath.Join(p.root, "20", "stat"), []byte("20 (x) S 1"), 0o644))
-	if _, err := procTicks(p.root, 20); err == nil {
+	if _, _, err := procTicks(p.root, 20); err == nil {
 		t.Error("short stat accepted")
 	}
 }
@@ -337,5 +346,49 @@ func TestAgentCPUNodeWithoutAgentsGetsNoMeter(t *testing.T) {
 	}
 	if (got.CPU != nil && got.CPU.Datapath != nil) || !strings.Contains(got.Missing["cpu.datapath"], "no datapath agent") {
 		t.Errorf("no agents: %+v", got.Missing)
+	}
+}
+
+// TestStartedCPU: only the processes that started within the window
+// count, from their start; one that ran before it (or ended in it) does
+// not; a start after the last sample before the end is interpolated from
+// the start's zero.
+func TestStartedCPU(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) int64 { return t0.Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+	var ss []AgentSample
+	for ms := 0; ms <= 2000; ms += 200 {
+		s := AgentSample{T: at(ms)}
+		if ms <= 600 { // the old agent, there since before the window, killed at 700 ms
+			s.Procs = append(s.Procs, AgentProc{PID: 7, Name: "kube-proxy", Ticks: 5000 + int64(ms), Start: at(-60000)})
+		}
+		if ms >= 1000 { // the new one started at 900 ms: 1 tick per 20 ms
+			s.Procs = append(s.Procs, AgentProc{PID: 8, Name: "kube-proxy", Ticks: int64(ms-900) / 20, Start: at(900)})
+		}
+		ss = append(ss, s)
+	}
+	d, pids, err := StartedCPU("b", ss, t0.Add(500*time.Millisecond), t0.Add(1500*time.Millisecond))
+	if err != nil || fmt.Sprint(pids) != "[8]" || d != 300*time.Millisecond {
+		t.Errorf("restart window: %v %v %v, want 300ms from pid 8 (30 ticks)", d, pids, err)
+	}
+	// The end before the new process's first sample: from its start's zero.
+	d, _, err = StartedCPU("b", ss, t0.Add(500*time.Millisecond), t0.Add(950*time.Millisecond))
+	if err != nil || d != 25*time.Millisecond {
+		t.Errorf("end before the first sample: %v %v, want 25ms (5 ticks at 1000 ms, half of it)", d, err)
+	}
+	// Found by the meter only two samples after the end (a rescan
+	// late): still counted, from its start's zero.
+	late := append([]AgentSample(nil), ss...)
+	for i := range late {
+		if late[i].T < at(1400) {
+			late[i] = AgentSample{T: late[i].T, Procs: slices.DeleteFunc(slices.Clone(late[i].Procs), func(p AgentProc) bool { return p.PID == 8 })}
+		}
+	}
+	if d, pids, err := StartedCPU("b", late, t0.Add(500*time.Millisecond), t0.Add(1100*time.Millisecond)); err != nil || fmt.Sprint(pids) != "[8]" || d != 100*time.Millisecond {
+		t.Errorf("found late: %v %v %v, want 100ms (25 ticks at 1400 ms, 200 of its 500 ms)", d, pids, err)
+	}
+	// A window with no start: nothing, no error.
+	if d, pids, err := StartedCPU("b", ss, t0, t0.Add(400*time.Millisecond)); err != nil || d != 0 || pids != nil {
+		t.Errorf("no start: %v %v %v", d, pids, err)
 	}
 }

@@ -137,6 +137,10 @@ func (r *Runner) eventAgentCPU(ctx context.Context, m *agentMeters, ns string, n
 			continue
 		}
 		mk := &marks[i]
+		if mk.Kind == AgentRestart {
+			restartCPU(mk, nodes, logs, skip, t0)
+			continue
+		}
 		end := total
 		if i+1 < len(marks) {
 			end = marks[i+1].Start
@@ -160,4 +164,39 @@ func joinDetail(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// restartCPU sets a restart's agent CPU: what the agent processes that
+// started during the restart spent from their start to its end (the new
+// agent's work to come back, as the lab counts it), with no idle part
+// taken off: all of a new process's work is the restart's.
+func restartCPU(mk *disrupt.Mark, nodes []string, logs map[string][]AgentSample, skip map[string]string, t0 time.Time) {
+	ws, we := t0.Add(mk.Start), t0.Add(mk.End)
+	var total time.Duration
+	var started []string
+	for _, n := range nodes {
+		if why, ok := skip[n]; ok {
+			if why == noAgents {
+				continue
+			}
+			mk.AgentCPU, mk.AgentCPUReason = nil, why
+			return
+		}
+		d, pids, err := StartedCPU(n, logs[n], ws, we)
+		if err != nil {
+			mk.AgentCPU, mk.AgentCPUReason = nil, err.Error()
+			return
+		}
+		total += d
+		for _, p := range pids {
+			started = append(started, fmt.Sprintf("pid %d on %s", p, n))
+		}
+	}
+	if len(started) == 0 {
+		mk.AgentCPU, mk.AgentCPUReason = nil, fmt.Sprintf("no agent process started on %s during the restart", strings.Join(nodes, ", "))
+		return
+	}
+	mk.AgentCPU, mk.AgentCPUReason = &total, ""
+	mk.Detail = joinDetail(mk.Detail, fmt.Sprintf("the new agent (%s) spent %.0f ms from its start to the restart's end; the old process's last work is not counted",
+		strings.Join(started, ", "), ms(total)))
 }

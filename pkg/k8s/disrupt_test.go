@@ -375,18 +375,42 @@ func TestDisruptAgentRestart(t *testing.T) {
 		}
 	}
 	var deleted []string
+	// Node b's kube-proxy: pid 42 until its pod is deleted, pid 43 from
+	// its replacement on, at 50 % of a CPU from its start.
+	var mu sync.Mutex
+	var repAt time.Time
 	fc.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		d := a.(k8stesting.DeleteAction)
 		if d.GetNamespace() != "kube-system" {
 			return false, nil, nil
 		}
 		deleted = append(deleted, d.GetName())
-		go func() { // the DaemonSet controller and kubelet, 100 ms later
+		go func() { // the DaemonSet controller and kubelet: started 100 ms later, Ready 100 ms after that
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			repAt = time.Now()
+			mu.Unlock()
 			time.Sleep(100 * time.Millisecond)
 			_ = fc.cs.Tracker().Add(agent("kube-proxy-b2", "3", "b"))
 		}()
 		return false, nil, nil
 	})
+	fc.meter = func(pod *corev1.Pod) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		var b bytes.Buffer
+		for at := time.Now().Add(-20 * time.Second); at.Before(time.Now()); at = at.Add(20 * time.Millisecond) {
+			s := AgentSample{T: at.UnixNano(), Procs: []AgentProc{}}
+			switch {
+			case pinnedNode(pod) != "b" || repAt.IsZero():
+				s.Procs = append(s.Procs, AgentProc{PID: 42, Name: "kube-proxy", Ticks: 1000})
+			case at.After(repAt):
+				s.Procs = append(s.Procs, AgentProc{PID: 43, Name: "kube-proxy", Ticks: int64(at.Sub(repAt) / (20 * time.Millisecond)), Start: repAt.UnixNano()})
+			}
+			json.NewEncoder(&b).Encode(s)
+		}
+		return b.Bytes()
+	}
 	arm, err := runDisrupt(t, context.Background(), fc, o)
 	if err != nil {
 		t.Fatal(err)
@@ -396,8 +420,13 @@ func TestDisruptAgentRestart(t *testing.T) {
 		t.Errorf("deleted %v, want the server node's kube-proxy-b", deleted)
 	}
 	e := arm.Timelines[0].Events[0]
-	if e.Kind != AgentRestart || e.ChangeDurationMs < 100 || e.ChangeDurationMs > 400 || !strings.Contains(e.Detail, "kube-proxy-b2 Ready") {
-		t.Errorf("restart event %+v: want it to last from the delete until kube-proxy-b2 was Ready (100 ms on)", e)
+	if e.Kind != AgentRestart || e.ChangeDurationMs < 200 || e.ChangeDurationMs > 500 || !strings.Contains(e.Detail, "kube-proxy-b2 Ready") {
+		t.Errorf("restart event %+v: want it to last from the delete until kube-proxy-b2 was Ready (200 ms on)", e)
+	}
+	// The new process's CPU from its start (100 ms after the delete) to
+	// the restart's end, at 50 %; the old one's is not counted.
+	if want := (e.ChangeDurationMs - 100) / 2; e.AgentCPUMs == nil || math.Abs(*e.AgentCPUMs-want) > 15 || !strings.Contains(e.Detail, "pid 43 on b") {
+		t.Errorf("restart's agent CPU %v ms (%s; %s), want about %.0f from pid 43", e.AgentCPUMs, e.AgentCPUReason, e.Detail, want)
 	}
 }
 
