@@ -101,12 +101,11 @@ func agentsOver(nodes []string, logs map[string][]AgentSample, skip map[string]s
 // window runs to the next change, not to the mark's end. The figure is
 // within the meter's resolution (10 ms per agent) and the idle rate's
 // noise of zero when the change cost nothing, and may then be negative.
+// A restart's is the new agent's own (restartCPU).
 func (r *Runner) eventAgentCPU(ctx context.Context, m *agentMeters, ns string, nodes []string, t0 time.Time, total time.Duration, marks []disrupt.Mark) {
 	if len(marks) == 0 {
 		return
 	}
-	// The meters sample every AgentInterval: the one after the probes'
-	// end is due then.
 	// A mark that already says why no agent works for it (a blackhole)
 	// keeps its reason.
 	preset := make([]bool, len(marks))
@@ -120,6 +119,8 @@ func (r *Runner) eventAgentCPU(ctx context.Context, m *agentMeters, ns string, n
 			}
 		}
 	}
+	// The meters sample every AgentInterval: the one after the probes'
+	// end is due then.
 	if !disrupt.WaitUntil(ctx, t0.Add(total+AgentInterval)) {
 		missing("interrupted before the agent meters were read")
 		return
