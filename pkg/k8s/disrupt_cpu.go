@@ -60,9 +60,6 @@ func (r *Runner) probeCPU(ctx context.Context, ns, echo string, probeLogs [][]by
 	}
 }
 
-// errNoAgents: no datapath agent runs on the metered nodes.
-var errNoAgents = errors.New("no datapath agent")
-
 // agentsOver is what every agent on nodes spent from start to end, or
 // why that cannot be said: a node whose meter failed or whose agent
 // restarted within the window.
@@ -89,7 +86,7 @@ func agentsOver(nodes []string, logs map[string][]AgentSample, skip map[string]s
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("%w (%s) runs in the host network of %s", errNoAgents, strings.Join(Agents, ", "), strings.Join(nodes, ", "))
+		return 0, fmt.Errorf("no datapath agent (%s) runs in the host network of %s", strings.Join(Agents, ", "), strings.Join(nodes, ", "))
 	}
 	return time.Duration(sec * float64(time.Second)), nil
 }
